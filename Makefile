@@ -1,0 +1,44 @@
+# capsedu task runner. `make lab` opens the course, `make test` runs the whole suite.
+# Both create .venv on first use and (re)install the project when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.capsedu-installed
+
+.PHONY: install lab test unit notebooks lint sync clean
+
+install: $(STAMP)
+
+# uv (from PyPI) installs torch in seconds from its cache; plain pip is the fallback.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if $(PY) -m pip install --quiet --disable-pip-version-check uv; then \
+		$(VENV)/bin/uv pip install --python $(PY) -e ".[dev]"; \
+	else \
+		$(PY) -m pip install -e ".[dev]"; \
+	fi
+	@touch $@
+
+lab: install
+	$(VENV)/bin/jupyter lab notebooks/
+
+# Unit tests, then every notebook executed by nbval in the fast profile.
+test: install
+	CAPSEDU_FAST=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider
+
+unit: install
+	$(PY) -m pytest tests
+
+notebooks: install
+	CAPSEDU_FAST=1 $(PY) -m pytest notebooks --nbval-lax --nbval-current-env
+
+lint: install
+	$(VENV)/bin/ruff check capsedu tests
+
+# After editing a lesson's .py file: update its .ipynb pair (keeps outputs; re-run to refresh them).
+sync: install
+	$(VENV)/bin/jupytext --sync notebooks/*.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache book/_build

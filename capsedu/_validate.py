@@ -1,0 +1,57 @@
+r"""Input checks shared by every public function.
+
+Each helper raises ``TypeError`` or ``ValueError`` whose message names the argument and what
+was expected, so a learner sees ``u_hat must be a 4-D tensor (B, I, J, D), got shape (2, 3)``
+instead of a broadcasting error from deep inside PyTorch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def require_tensor(name: str, x: object, *, ndim: int | None = None, shape: str = "",
+                   floating: bool = False) -> torch.Tensor:
+    r"""Check that ``x`` is a tensor with ``ndim`` dimensions (described by ``shape``)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor {shape}".rstrip() + f", got {type(x).__name__}")
+    if ndim is not None and x.dim() != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D tensor {shape}, got shape {tuple(x.shape)}")
+    if floating and not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    return x
+
+
+def require_nonempty_batch(name: str, x: torch.Tensor) -> None:
+    r"""Reject a batch with zero items (dimension 0 of size 0)."""
+    if x.dim() == 0 or x.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (shape {tuple(x.shape)}); expected at least one item")
+
+
+def require_finite(name: str, x: torch.Tensor) -> None:
+    r"""Reject NaN or infinite values, which would silently poison routing and the loss."""
+    if not torch.isfinite(x).all():
+        bad = int((~torch.isfinite(x)).sum())
+        raise ValueError(f"{name} contains {bad} NaN or infinite value(s); expected finite numbers")
+
+
+def require_int(name: str, value: object, *, minimum: int) -> int:
+    r"""Check that ``value`` is an integer (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int >= {minimum}, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def require_labels(name: str, labels: object, *, batch: int, num_classes: int) -> torch.Tensor:
+    r"""Check integer class indices of shape (B,) with values in [0, num_classes)."""
+    labels = require_tensor(name, labels, ndim=1, shape="(B,) of class indices")
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer class indices, got dtype {labels.dtype}")
+    if labels.shape[0] != batch:
+        raise ValueError(f"{name} has {labels.shape[0]} labels but the batch has {batch} items")
+    if labels.numel() and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"{name} must be in [0, {num_classes - 1}], got values from "
+                         f"{int(labels.min())} to {int(labels.max())}")
+    return labels

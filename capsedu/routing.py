@@ -1,0 +1,61 @@
+r"""Dynamic routing by agreement (Sabour et al. 2017, Procedure 1, Eqs. 2-3).
+
+Shape legend:
+    B      batch size
+    I      number of input (lower-level) capsules, e.g. 1152 primary capsules
+    J      number of output (higher-level) capsules, e.g. 10 digit capsules
+    D      output capsule dimension (D_out), e.g. 16
+
+Symbols follow the paper: ``u_hat`` are the prediction vectors :math:`\hat{\mathbf u}_{j|i}`,
+``b`` the routing logits, ``c`` the coupling coefficients (softmax of ``b`` over the *output*
+capsules J), ``s`` the weighted sums and ``v`` the squashed output capsules.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from capsedu._validate import (require_finite, require_int, require_nonempty_batch,
+                               require_tensor)
+from capsedu.squash import squash
+
+
+def dynamic_routing(u_hat: torch.Tensor, num_iterations: int = 3,
+                    detach_inner: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Route prediction vectors ``u_hat`` to output capsules (Procedure 1).
+
+    For ``r`` iterations:
+
+    .. math::
+
+        c_{ij} = \operatorname{softmax}_j(b_{ij}), \quad
+        \mathbf s_j = \sum_i c_{ij}\hat{\mathbf u}_{j|i} \; (\text{Eq. 2}), \quad
+        \mathbf v_j = \operatorname{squash}(\mathbf s_j) \; (\text{Eq. 1}), \quad
+        b_{ij} \leftarrow b_{ij} + \hat{\mathbf u}_{j|i}\cdot\mathbf v_j .
+
+    Args:
+        u_hat: prediction vectors, (B, I, J, D).
+        num_iterations: routing iterations r >= 1 (the paper uses 3).
+        detach_inner: if True, every iteration but the last sees ``u_hat.detach()``, so gradients
+            reach ``u_hat`` only through the last iteration (as most open-source CapsNets do);
+            if False, gradients flow through all iterations (as the paper's code does).
+
+    Returns:
+        ``(v, c)``: output capsules (B, J, D) and the coupling coefficients (B, I, J) used in
+        the last iteration (they sum to 1 over J).
+    """
+    require_tensor("u_hat", u_hat, ndim=4, shape="(B, I, J, D)", floating=True)
+    require_nonempty_batch("u_hat", u_hat)
+    require_finite("u_hat", u_hat)
+    require_int("num_iterations", num_iterations, minimum=1)
+    u_hat_inner = u_hat.detach() if detach_inner else u_hat
+    b = torch.zeros(u_hat.shape[:3], dtype=u_hat.dtype, device=u_hat.device)  # (B, I, J)
+    for iteration in range(num_iterations):
+        last = iteration == num_iterations - 1
+        u = u_hat if last else u_hat_inner  # (B, I, J, D)
+        c = torch.softmax(b, dim=2)  # (B, I, J): each input capsule shares itself among the J outputs
+        s = (c.unsqueeze(-1) * u).sum(dim=1)  # (B, J, D)  Eq. 2
+        v = squash(s, dim=-1)  # (B, J, D)  Eq. 1
+        if not last:
+            b = b + (u * v.unsqueeze(1)).sum(dim=-1)  # (B, I, J)  agreement u_hat . v
+    return v, c

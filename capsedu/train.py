@@ -1,0 +1,112 @@
+r"""Training and evaluation loops for :class:`~capsedu.model.CapsNet`.
+
+Shape legend:
+    B      batch size
+    J      number of classes
+The total loss is ``margin_loss + recon_weight * reconstruction_loss`` with recon_weight 0.0005
+(Section 4.1 of the paper). Adam with an exponentially decaying learning rate, as in the paper.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+import torch
+from tqdm.auto import tqdm
+
+from capsedu._validate import require_int
+from capsedu.losses import margin_loss, reconstruction_loss
+from capsedu.model import CapsNet
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def capsnet_loss(model: CapsNet, images: torch.Tensor, labels: torch.Tensor,
+                 recon_weight: float = 0.0005) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Total loss for one batch and the batch's capsule lengths (B, J)."""
+    out = model(images, labels)
+    loss = margin_loss(out.lengths, labels) + recon_weight * reconstruction_loss(out.reconstruction, images)
+    return loss, out.lengths
+
+
+def _check_model(model: object) -> None:
+    if not isinstance(model, CapsNet):
+        raise TypeError(f"model must be a capsedu.CapsNet, got {type(model).__name__}")
+
+
+def _run_epoch(model: CapsNet, loader: Iterable[Batch], device: torch.device,
+               optimizer: torch.optim.Optimizer | None, recon_weight: float,
+               augment: Callable[[torch.Tensor], torch.Tensor] | None, bar: tqdm) -> dict[str, float]:
+    r"""One pass over ``loader``; trains when ``optimizer`` is given. Returns mean loss and accuracy."""
+    total_loss, correct, seen = 0.0, 0, 0
+    for images, labels in loader:
+        images, labels = images.to(device), labels.to(device)
+        if optimizer is not None and augment is not None:
+            images = augment(images)
+        loss, lengths = capsnet_loss(model, images, labels, recon_weight)
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        total_loss += float(loss) * len(labels)
+        correct += int((lengths.argmax(dim=1) == labels).sum())
+        seen += len(labels)
+        bar.update(1)
+        bar.set_postfix(loss=f"{total_loss / seen:.4f}", acc=f"{correct / seen:.3f}")
+    if seen == 0:
+        raise ValueError("the data loader yielded no batches; expected at least one (B, C, H, W) batch")
+    return {"loss": total_loss / seen, "accuracy": correct / seen}
+
+
+@torch.no_grad()
+def evaluate(model: CapsNet, loader: Iterable[Batch], *, device: str | torch.device = "cpu",
+             recon_weight: float = 0.0005, progress: bool = False) -> dict[str, float]:
+    r"""Mean loss and accuracy of ``model`` over ``loader`` (decoder masked by the true labels)."""
+    _check_model(model)
+    model.eval()
+    total = len(loader) if hasattr(loader, "__len__") else None  # type: ignore[arg-type]
+    with tqdm(total=total, desc="evaluate", disable=not progress, leave=False) as bar:
+        return _run_epoch(model, loader, torch.device(device), None, recon_weight, None, bar)
+
+
+def fit(model: CapsNet, train_loader: Iterable[Batch], *, epochs: int,
+        device: str | torch.device = "cpu", lr: float = 1e-3, lr_decay: float = 0.96,
+        recon_weight: float = 0.0005, val_loader: Iterable[Batch] | None = None,
+        augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        optimizer: torch.optim.Optimizer | None = None, progress: bool = True) -> dict[str, list]:
+    r"""Train ``model`` for ``epochs`` epochs with Adam and an exponential learning-rate decay.
+
+    Args:
+        augment: applied to each training batch of images (e.g. :func:`capsedu.data.random_shift`).
+        optimizer: defaults to ``Adam(model.parameters(), lr)``.
+        progress: show a ``tqdm.auto`` progress bar (a widget in Jupyter, text elsewhere).
+
+    Returns:
+        A history dict of per-epoch lists: ``epoch``, ``train_loss``, ``train_accuracy``, ``lr``,
+        ``seconds`` and, with ``val_loader``, ``val_loss`` and ``val_accuracy``.
+    """
+    _check_model(model)
+    require_int("epochs", epochs, minimum=1)
+    device = torch.device(device)
+    model.to(device)
+    optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=lr_decay)
+    history: dict[str, list] = {"epoch": [], "train_loss": [], "train_accuracy": [], "lr": [], "seconds": []}
+    steps = len(train_loader) if hasattr(train_loader, "__len__") else None  # type: ignore[arg-type]
+    for epoch in range(1, epochs + 1):
+        start = time.perf_counter()
+        model.train()
+        with tqdm(total=steps, desc=f"epoch {epoch}/{epochs}", disable=not progress) as bar:
+            train = _run_epoch(model, train_loader, device, optimizer, recon_weight, augment, bar)
+        history["epoch"].append(epoch)
+        history["train_loss"].append(train["loss"])
+        history["train_accuracy"].append(train["accuracy"])
+        history["lr"].append(optimizer.param_groups[0]["lr"])
+        scheduler.step()
+        if val_loader is not None:
+            val = evaluate(model, val_loader, device=device, recon_weight=recon_weight)
+            history.setdefault("val_loss", []).append(val["loss"])
+            history.setdefault("val_accuracy", []).append(val["accuracy"])
+        history["seconds"].append(time.perf_counter() - start)
+    return history
