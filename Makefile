@@ -42,3 +42,11 @@ sync: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache book/_build
+
+# The course site: HTML from the committed notebooks (NOT re-executed) into book/_build/html.
+# Always a clean build, so that every warning shows (-W: warnings are errors, -n: nitpicky).
+# MathJax and the ipywidgets renderer come from npm (cached in ~/.cache/capsedu/book-assets).
+.PHONY: book
+book: install
+	rm -rf book/_build/html book/_build/.doctrees book/_build/jupyter_execute
+	$(VENV)/bin/jupyter-book build book --warningiserror --nitpick --keep-going --all

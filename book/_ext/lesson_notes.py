@@ -1,0 +1,73 @@
+r"""Put a "run this lesson live" note at the top of every lesson page.
+
+A lesson page of the book is a snapshot of the notebook as it was last run. The note tells the
+reader how to open the lesson in JupyterLab; on pages whose notebook embeds ipywidgets state it
+also says that the controls only show their saved state without a kernel, and that the static
+figures on the page show the same results.
+
+Lessons are the documents named ``notebooks/NN_name`` (two digits, underscore).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.application import Sphinx
+
+LESSON_DOCNAME = re.compile(r"^notebooks/(\d\d_[A-Za-z0-9_]+)$")
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def has_widget_state(notebook: Path) -> bool:
+    """True when the notebook's metadata embeds the state of at least one widget."""
+    metadata = json.loads(notebook.read_text(encoding="utf-8")).get("metadata", {})
+    state = metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    return bool(state)
+
+
+def _paragraph(*parts: str | nodes.Node) -> nodes.paragraph:
+    para = nodes.paragraph()
+    for part in parts:
+        para += nodes.Text(part) if isinstance(part, str) else part
+    return para
+
+
+def live_note(stem: str, widgets: bool) -> nodes.admonition:
+    """The admonition shown under a lesson's title."""
+    note = nodes.admonition(classes=["tip", "capsedu-live-note"])
+    note += nodes.title(text="Run this lesson live")
+    note += _paragraph(
+        "This page shows the lesson as it was last run. To run and change it yourself, open a "
+        "terminal in a clone of the repository, run ",
+        nodes.literal(text="make lab"),
+        " and open ",
+        nodes.literal(text=f"notebooks/{stem}.ipynb"),
+        " in JupyterLab (see Setup).",
+    )
+    if widgets:
+        note += _paragraph(
+            "The interactive controls on this page show their saved state only: without a "
+            "running kernel, moving them changes nothing. The static figures next to them "
+            "show the same results; open the lesson in JupyterLab to explore live."
+        )
+    return note
+
+
+def add_live_note(app: Sphinx, doctree: nodes.document) -> None:
+    """doctree-read: insert the note after the first title of every lesson page."""
+    match = LESSON_DOCNAME.match(app.env.docname)
+    if match is None:
+        return
+    widgets = has_widget_state(Path(app.env.doc2path(app.env.docname)))
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None or not isinstance(section[0], nodes.title):
+        return
+    section.insert(1, live_note(match.group(1), widgets))
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("doctree-read", add_live_note)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,378 @@
+"""The course site (book/): built offline from the committed notebooks, checked in Chromium.
+
+The module builds the book with `make book` (or reuses a build newer than every input), then
+checks the HTML statically (lessons in order, no remote resources, internal links resolve) and
+opens pages in headless Debian Chromium driven over the DevTools protocol (a pipe, no extra
+package), with every host name unresolvable so that the network is cut. On a lesson page it
+asserts that MathJax typeset every equation, that the lesson's figures are loaded images, that
+no request left the local files, and it saves a screenshot to book/_build/screenshots/.
+The browser tests are skipped only when no Chromium is installed (`apt-get install chromium`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BOOK = REPO / "book"
+HTML = BOOK / "_build" / "html"
+SCREENSHOTS = BOOK / "_build" / "screenshots"
+LOCAL_SCHEMES = ("file", "data", "blob", "about", "chrome-error")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND",  # the network is cut for the page
+    "--window-size=1280,1600", "--remote-debugging-pipe",
+]
+
+
+def toc_lessons() -> list[str]:
+    """Lesson docnames (``notebooks/NN_name``) in the order _toc.yml lists them."""
+    toc = yaml.safe_load((BOOK / "_toc.yml").read_text(encoding="utf-8"))
+    files = [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+    return [f for f in files if re.fullmatch(r"notebooks/\d\d_\w+", f)]
+
+
+def build_inputs() -> list[Path]:
+    """Every file the site is built from."""
+    book_files = [p for p in BOOK.rglob("*") if "_build" not in p.parts and p.is_file()
+                  and "notebooks" not in p.relative_to(BOOK).parts]
+    return book_files + sorted((REPO / "notebooks").glob("*.ipynb")) + [REPO / "Makefile"]
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    """The built site: a fresh `make book` unless the existing build is newer than its inputs."""
+    missing = [d for d in toc_lessons() if not (REPO / f"{d}.ipynb").is_file()]
+    assert not missing, f"_toc.yml lists lessons that are not committed yet: {missing}"
+    index = HTML / "index.html"
+    newest_input = max(p.stat().st_mtime for p in build_inputs())
+    if not index.is_file() or index.stat().st_mtime < newest_input:
+        result = subprocess.run(["make", "book"], cwd=REPO, capture_output=True, text=True,
+                                timeout=600, check=False)
+        assert result.returncode == 0, f"make book failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return HTML
+
+
+class _Tags(HTMLParser):
+    """Collects (tag, attributes) of every start tag of an HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, {k: v or "" for k, v in attrs}))
+
+
+def page_tags(path: Path) -> list[tuple[str, dict[str, str]]]:
+    parser = _Tags()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser.tags
+
+
+def site_pages(site: Path) -> list[Path]:
+    """The book's HTML pages (not the theme's Jinja templates that land in _static/)."""
+    return [p for p in site.rglob("*.html") if "_static" not in p.relative_to(site).parts]
+
+
+def is_remote(url: str) -> bool:
+    return url.startswith("//") or urlsplit(url).scheme in ("http", "https", "ws", "wss", "ftp")
+
+
+def test_lessons_listed_in_order_and_numbered(site: Path) -> None:
+    lessons = toc_lessons()
+    assert [d.split("/")[1][:2] for d in lessons] == [f"{i:02d}" for i in range(len(lessons))]
+    assert len(lessons) == 8, "the course has lessons 00 to 07"
+    nav = [(a["href"], a) for t, a in page_tags(site / "intro.html")
+           if t == "a" and "reference internal" in a.get("class", "") and "href" in a]
+    order = [href.split("#")[0] for href, _ in nav if href.startswith("notebooks/")]
+    order = list(dict.fromkeys(order))
+    assert order == [f"{d}.html" for d in lessons], f"sidebar order {order}"
+    for number, docname in enumerate(lessons):
+        title = re.search(r"<title>(.*?)</title>",
+                          (site / f"{docname}.html").read_text(encoding="utf-8"), re.S)
+        assert title and title.group(1).startswith(f"Lesson {number:02d}"), (docname, title)
+
+
+def test_no_remote_resources_in_built_files(site: Path) -> None:
+    loaders = {"script": "src", "img": "src", "iframe": "src", "source": "src",
+               "video": "src", "audio": "src", "embed": "src", "object": "data"}
+    remote = []
+    for page in site_pages(site):
+        for tag, attrs in page_tags(page):
+            url = attrs.get(loaders.get(tag, ""), "")
+            if tag == "link" and attrs.get("rel", "") not in ("canonical", "author", "license"):
+                url = attrs.get("href", "")
+            if url and is_remote(url):
+                remote.append(f"{page.relative_to(site)}: <{tag}> {url}")
+    for css in site.rglob("*.css"):
+        text = css.read_text(encoding="utf-8", errors="replace")
+        text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)  # comments are not requests
+        remote += [f"{css.relative_to(site)}: {m}" for m in
+                   re.findall(r"(?:url\(|@import\s+)['\"]?((?:https?:)?//[^'\")\s]+)", text)]
+    assert not remote, "resources that would be fetched from the network:\n" + "\n".join(remote)
+
+
+def test_internal_links_resolve(site: Path) -> None:
+    broken = []
+    for page in site_pages(site):
+        for tag, attrs in page_tags(page):
+            url = attrs.get("href" if tag in ("a", "link") else "src", "")
+            if tag not in ("a", "link", "img", "script") or not url or is_remote(url):
+                continue
+            parts = urlsplit(url)
+            if parts.scheme or not parts.path:
+                continue
+            target = (page.parent / unquote(parts.path)).resolve()
+            if not target.exists():
+                broken.append(f"{page.relative_to(site)} -> {url}")
+    assert not broken, "links to files missing from the site:\n" + "\n".join(broken)
+
+
+def test_mathjax_and_widget_renderer_are_shipped(site: Path) -> None:
+    assert (site / "_static/vendor/mathjax/tex-mml-chtml.js").is_file()
+    assert (site / "_static/vendor/mathjax/output/chtml/fonts/woff-v2").is_dir()
+    assert (site / "_static/vendor/html-manager/embed.js").is_file()
+
+
+# --- the browser ------------------------------------------------------------------------------
+
+
+class Chromium:
+    """Headless Chromium driven over the DevTools protocol on a pipe (fds 3 and 4)."""
+
+    def __init__(self, binary: str, profile: Path) -> None:
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+
+        def child_fds() -> None:
+            os.dup2(to_chrome_r, 3)
+            os.dup2(from_chrome_w, 4)
+
+        self.proc = subprocess.Popen(
+            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            # close_fds would close 3 and 4 after preexec_fn; Python's own fds are
+            # non-inheritable, so only the two dup2'ed pipe ends reach Chromium.
+            preexec_fn=child_fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            close_fds=False,
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buffer = b""
+        self._next_id = 0
+        self.events: list[dict] = []
+
+    def _read_message(self, deadline: float) -> dict:
+        while b"\0" not in self._buffer:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no answer from Chromium")
+            chunk = os.read(self._from_chrome, 1 << 16)
+            if not chunk:
+                raise RuntimeError("Chromium closed the DevTools pipe")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(raw)
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None,
+             timeout: float = 60.0) -> dict:
+        self._next_id += 1
+        message = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._read_message(deadline)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+            self.events.append(reply)
+
+    def wait_event(self, method: str, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        for event in self.events:
+            if event.get("method") == method:
+                return event
+        while True:
+            event = self._read_message(deadline)
+            self.events.append(event)
+            if event.get("method") == method:
+                return event
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", timeout=10)
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_chrome)
+        os.close(self._from_chrome)
+
+
+class Page:
+    """One tab: navigate, evaluate JavaScript, take screenshots, list its requests."""
+
+    def __init__(self, browser: Chromium) -> None:
+        self.browser = browser
+        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = browser.send("Target.attachToTarget",
+                                    {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Network", "Runtime"):
+            browser.send(f"{domain}.enable", session=self.session)
+
+    def open(self, url: str) -> None:
+        self.browser.events.clear()
+        self.browser.send("Page.navigate", {"url": url}, session=self.session)
+        self.browser.wait_event("Page.loadEventFired")
+
+    def evaluate(self, expression: str, timeout: float = 60.0):
+        result = self.browser.send("Runtime.evaluate", {
+            "expression": expression, "awaitPromise": True, "returnByValue": True,
+        }, session=self.session, timeout=timeout)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression[:80]}...: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.evaluate(expression):
+                return True
+            time.sleep(0.25)
+        return False
+
+    def requests(self) -> list[str]:
+        return [e["params"]["request"]["url"] for e in self.browser.events
+                if e.get("method") == "Network.requestWillBeSent"
+                and e.get("sessionId") == self.session]
+
+    def failures(self) -> list[str]:
+        ids = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in self.browser.events
+               if e.get("method") == "Network.requestWillBeSent"}
+        return [f"{ids.get(e['params']['requestId'], '?')}: {e['params'].get('errorText')}"
+                for e in self.browser.events if e.get("method") == "Network.loadingFailed"
+                and e.get("sessionId") == self.session]
+
+    def screenshot(self, path: Path) -> None:
+        height = self.evaluate("document.documentElement.scrollHeight")
+        shot = self.browser.send("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": 1280, "height": min(int(height), 6000), "scale": 1},
+        }, session=self.session)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+
+def chromium_binary() -> str | None:
+    for name in ("chromium", "chromium-browser"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.fixture(scope="module")
+def page(site: Path) -> Iterator[Page]:
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("Chromium is not installed (Debian: `apt-get install -y chromium`); "
+                    "the browser checks of the book need it")
+    with tempfile.TemporaryDirectory(prefix="capsedu-chromium-") as profile:
+        browser = Chromium(binary, Path(profile))
+        try:
+            yield Page(browser)
+        finally:
+            browser.close()
+
+
+WAIT_FOR_MATHJAX = """(async () => {
+  if (!window.MathJax || !MathJax.startup || !MathJax.startup.promise) return false;
+  await MathJax.startup.promise; return true; })()"""
+
+RENDERED = """(() => {
+  const maths = [...document.querySelectorAll('main .math')];
+  const imgs = [...document.querySelectorAll('main .cell_output img')];
+  return {
+    maths: maths.length,
+    typeset: maths.filter(m => m.querySelector('mjx-container')).length,
+    errors: document.querySelectorAll('mjx-merror').length,
+    images: imgs.length,
+    loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+    widgetViews: document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length,
+    widgets: document.querySelectorAll('main .jupyter-widgets').length,
+    liveNote: !!document.querySelector('.capsedu-live-note'),
+    title: document.title,
+  }; })()"""
+
+
+def lesson_pages(site: Path) -> list[Path]:
+    return [site / f"{d}.html" for d in toc_lessons()]
+
+
+def check_lesson(page: Page, html: Path) -> dict:
+    """Open a lesson page and assert what the reader must see; return the DOM summary."""
+    page.open(html.as_uri())
+    assert page.wait_for(WAIT_FOR_MATHJAX), f"{html.name}: MathJax never started"
+    state = page.evaluate(RENDERED)
+    if state["widgetViews"]:
+        page.wait_for("document.querySelectorAll('main .jupyter-widgets').length > 0", 30)
+        state = page.evaluate(RENDERED)
+    remote = [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
+    assert not remote, f"{html.name}: requests to remote hosts: {remote}"
+    assert not page.failures(), f"{html.name}: resources that failed to load: {page.failures()}"
+    assert state["typeset"] == state["maths"], f"{html.name}: not every equation typeset: {state}"
+    assert state["errors"] == 0, f"{html.name}: MathJax reported TeX errors"
+    assert state["loaded"] == state["images"], f"{html.name}: figures that did not load: {state}"
+    assert state["liveNote"], f"{html.name}: no note on how to open the lesson in JupyterLab"
+    if state["widgetViews"]:
+        assert state["widgets"] > 0, f"{html.name}: embedded widgets were not rendered: {state}"
+    return state
+
+
+def test_a_lesson_page_in_chromium(site: Path, page: Page) -> None:
+    """Lesson 01 (the squash, Eq. 1): equations typeset, figures shown, offline; screenshot."""
+    lesson = next((p for p in lesson_pages(site) if p.name.startswith("01_")), None)
+    assert lesson is not None and lesson.is_file(), "lesson 01 is not in the site"
+    state = check_lesson(page, lesson)
+    assert state["maths"] > 0, f"{lesson.name}: no equations on the page"
+    assert state["images"] > 0, f"{lesson.name}: no figures on the page"
+    page.screenshot(SCREENSHOTS / f"{lesson.stem}.png")
+
+
+def test_every_lesson_page_in_chromium(site: Path, page: Page) -> None:
+    """Every lesson: equations typeset, figures loaded, widgets rendered, nothing remote."""
+    totals = {"maths": 0, "images": 0}
+    for lesson in lesson_pages(site):
+        state = check_lesson(page, lesson)
+        if state["widgetViews"]:
+            page.screenshot(SCREENSHOTS / f"{lesson.stem}.png")
+        totals = {k: totals[k] + state[k] for k in totals}
+    assert totals["maths"] > 0 and totals["images"] > 0, totals
+
+
+def test_search_works_offline(site: Path, page: Page) -> None:
+    page.open((site / "search.html").as_uri() + "?q=squash")
+    found = page.wait_for("document.querySelectorAll('#search-results li').length > 0", 30)
+    assert found, "the search page found nothing for 'squash'"
+    links = page.evaluate("[...document.querySelectorAll('#search-results li a')].map(a => a.href)")
+    assert any("notebooks/01_squash" in link for link in links), links
+    assert not [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
