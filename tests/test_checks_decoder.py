@@ -5,8 +5,13 @@ import torch
 from torch import nn
 
 from capsedu import CapsNet, CapsNetConfig, mask_capsules, reconstruction_loss
-from capsedu.checks.decoder import (check_decoder, check_mask, check_reconstruct_as,
-                                    check_reconstruction_loss, check_total_loss)
+from capsedu.checks.decoder import (
+    check_decoder,
+    check_mask,
+    check_reconstruct_as,
+    check_reconstruction_loss,
+    check_total_loss,
+)
 from capsedu.losses import margin_loss
 
 
@@ -154,3 +159,11 @@ def test_check_total_loss_passes():
 ])
 def test_check_total_loss_hints(wrong, fragment):
     assert_hint(check_total_loss(wrong), fragment)
+
+
+def test_check_reconstruct_as_keeps_the_global_random_state():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    check_reconstruct_as(reconstruct_as)
+    assert torch.equal(torch.rand(3), expected)

@@ -12,14 +12,14 @@ pixel errors of the reconstruction (Section 4.1).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from capsedu.checks._report import CheckResult, report
 from capsedu.losses import margin_loss, reconstruction_loss
-from capsedu.model import CapsNet, mask_capsules
+from capsedu.model import CapsNet, CapsNetConfig, mask_capsules
 
 MaskFn = Callable[..., torch.Tensor]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -38,7 +38,7 @@ def _probe_capsules() -> tuple[torch.Tensor, torch.Tensor]:
 def _call(fn: MaskFn, *args: torch.Tensor) -> tuple[torch.Tensor | None, str]:
     try:
         out = fn(*args)
-    except Exception as error:  # the learner's code may fail in any way: turn it into a hint
+    except Exception as error:  # noqa: BLE001 - learner code may raise anything
         return None, f"your function raised {type(error).__name__}: {error}"
     if not isinstance(out, torch.Tensor):
         return None, f"return a torch.Tensor, got {type(out).__name__}"
@@ -134,7 +134,7 @@ def check_decoder(decoder: nn.Module) -> CheckResult:
 def _loss_value(fn: LossFn, recon: torch.Tensor, images: torch.Tensor) -> tuple[float | None, str]:
     try:
         value = fn(recon, images)
-    except Exception as error:  # the learner's code may fail in any way: turn it into a hint
+    except Exception as error:  # noqa: BLE001 - learner code may raise anything
         return None, (f"recon of shape {tuple(recon.shape)} and images of shape "
                       f"{tuple(images.shape)} made your function raise {type(error).__name__}: "
                       f"{error}. Reshape both to (B, 784) before subtracting")
@@ -182,10 +182,9 @@ def check_reconstruction_loss(fn: LossFn) -> CheckResult:
 
 def _probe_model() -> tuple[CapsNet, torch.Tensor]:
     r"""A small seeded CapsNet and images (B, 1, 28, 28) = (3, 1, 28, 28)."""
-    from capsedu.model import CapsNetConfig
-
     generator = torch.Generator().manual_seed(2)
-    model = CapsNet(CapsNetConfig(conv1_channels=8, primary_types=4, decoder_hidden=(32,)))
+    with torch.random.fork_rng(devices=[]):  # leave the learner's random state untouched
+        model = CapsNet(CapsNetConfig(conv1_channels=8, primary_types=4, decoder_hidden=(32,)))
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.copy_(0.1 * torch.randn(parameter.shape, generator=generator))
