@@ -48,6 +48,7 @@ def test_check_squash_hints():
         "return a torch.Tensor": lambda s: reference(s).numpy(),
         "zero vector must squash to the zero vector": lambda s: reference(s) + 1e-3 * (s == 0),
         "no gradient flows": lambda s: reference(s).detach(),
+        "one norm over the whole tensor": lambda s: s.norm() / (1 + s.norm() ** 2) * s,
         "gradients are not": lambda s: reference(s.detach()) + 0 * s,
     }
     for hint, fn in cases.items():

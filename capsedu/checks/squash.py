@@ -58,6 +58,10 @@ def _value_problem(s: torch.Tensor, v: object) -> str:
         norm = s.norm(dim=-1)
         if torch.allclose(lengths, norm / (1 + norm), rtol=1e-4, atol=1e-6):
             return "lengths are ||s||/(1+||s||): Eq. 1 uses the squared norm, ||s||²/(1+||s||²)"
+        ratio = lengths / norm  # (B, J) the factor each capsule was scaled by
+        if ratio.max() - ratio.min() <= 1e-5 * ratio.max():
+            return ("every capsule was scaled by the same number: you took one norm over the "
+                    "whole tensor; take one per capsule, summing over dim=-1 with keepdim=True")
         at_one = PROBE_LENGTHS.index(1.0)
         return (f"lengths are wrong: an input of length 1 must give 1²/(1+1²) = 0.5, yours "
                 f"gives {lengths[0, at_one]:.4f}")
