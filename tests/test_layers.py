@@ -1,0 +1,56 @@
+import pytest
+import torch
+
+from capsedu import DigitCaps, PrimaryCaps, squash
+
+
+def test_primary_caps_paper_shapes(rng):
+    layer = PrimaryCaps(256, 32, 8, kernel_size=9, stride=2)
+    u = layer(torch.randn(2, 256, 20, 20, generator=rng))
+    assert u.shape == (2, 1152, 8)
+    assert (u.norm(dim=-1) < 1).all()
+
+
+def test_primary_caps_layout_is_type_major(rng):
+    layer = PrimaryCaps(3, num_types=2, caps_dim=4, kernel_size=3, stride=1)
+    x = torch.randn(1, 3, 5, 5, generator=rng)
+    features = layer.conv(x)  # (1, 8, 3, 3)
+    u = layer(x)  # (1, 2*3*3, 4)
+    t, y, xx = 1, 2, 0  # capsule of type 1 at grid position (2, 0)
+    expected = squash(features[0, t * 4:(t + 1) * 4, y, xx])
+    torch.testing.assert_close(u[0, t * 9 + y * 3 + xx], expected)
+
+
+def test_digit_caps_shapes_init_and_predict(rng):
+    torch.manual_seed(0)
+    layer = DigitCaps(in_caps=1152, in_dim=8, out_caps=10, out_dim=16)
+    assert layer.W.shape == (1152, 10, 16, 8)
+    assert abs(layer.W.std().item() - 0.01) < 5e-4
+    u = torch.randn(3, 1152, 8, generator=rng)
+    u_hat = layer.predict(u)
+    assert u_hat.shape == (3, 1152, 10, 16)
+    torch.testing.assert_close(u_hat[1, 7, 3], layer.W[7, 3] @ u[1, 7])
+    v, c = layer(u)
+    assert v.shape == (3, 10, 16) and c.shape == (3, 1152, 10)
+
+
+def test_digit_caps_iteration_override(rng):
+    layer = DigitCaps(6, 4, 3, 5, num_iterations=3)
+    u = torch.randn(2, 6, 4, generator=rng)
+    _, c1 = layer(u, num_iterations=1)
+    torch.testing.assert_close(c1, torch.full_like(c1, 1 / 3))
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match=r"x must have 256 channels"):
+        PrimaryCaps(256, 32, 8)(torch.zeros(1, 3, 20, 20))
+    with pytest.raises(ValueError, match=r"x must be a 4-D tensor"):
+        PrimaryCaps(256, 32, 8)(torch.zeros(256, 20, 20))
+    with pytest.raises(ValueError, match="empty batch"):
+        PrimaryCaps(1, 2, 4, 3, 1)(torch.zeros(0, 1, 5, 5))
+    with pytest.raises(ValueError, match=r"u must have shape \(B, 6, 4\)"):
+        DigitCaps(6, 4, 3, 5)(torch.zeros(2, 6, 5))
+    with pytest.raises(ValueError, match="num_types must be >= 1"):
+        PrimaryCaps(1, 0, 4)
+    with pytest.raises(TypeError, match="out_dim must be an int"):
+        DigitCaps(6, 4, 3, 5.0)
