@@ -1,0 +1,48 @@
+"""pyproject.toml (pip) and environment.yml (conda) must describe one and the same environment."""
+
+import re
+import tomllib
+
+import yaml
+from packaging.requirements import Requirement
+
+from conftest import REPO
+
+CONDA_TO_PYPI = {"pytorch": "torch"}  # conda-forge names that differ from PyPI names
+NOT_PACKAGES = {"python", "pip"}
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pyproject_requirements() -> dict[str, str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    lines = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    return {normalise(Requirement(line).name): str(Requirement(line).specifier) for line in lines}
+
+
+def conda_requirements() -> dict[str, str]:
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    found = {}
+    for item in env["dependencies"]:
+        if isinstance(item, dict):  # the pip: section installs the project itself
+            assert item.get("pip") == ["-e ."], f"unexpected pip section {item}"
+            continue
+        name, _, spec = re.match(r"([A-Za-z0-9_.\-]+)\s*(([<>=!~].*)?)$", item).groups()
+        if normalise(name) not in NOT_PACKAGES:
+            found[CONDA_TO_PYPI.get(normalise(name), normalise(name))] = str(Requirement(f"x{spec}").specifier)
+    return found
+
+
+def test_same_packages_and_bounds():
+    pip, conda = pyproject_requirements(), conda_requirements()
+    assert sorted(pip) == sorted(conda), (
+        f"only in pyproject: {sorted(set(pip) - set(conda))}; only in environment.yml: {sorted(set(conda) - set(pip))}")
+    for name in pip:
+        assert pip[name] == conda[name], f"{name}: pyproject says {pip[name]!r}, environment.yml {conda[name]!r}"
+
+
+def test_the_torch_pins_that_work_here():
+    pip = pyproject_requirements()
+    assert pip["torch"] == ">=2.14" and pip["torchvision"] == ">=0.29"
