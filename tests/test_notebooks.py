@@ -1,0 +1,74 @@
+"""Every lesson is a synced Jupytext pair with the course skeleton, exercises and stored outputs.
+
+nbval executes the notebooks themselves (``make test`` passes ``notebooks`` to pytest); this file
+checks their structure.
+"""
+
+import json
+import re
+
+import jupytext
+import pytest
+
+from conftest import REPO
+
+NOTEBOOKS = REPO / "notebooks"
+CORE_LESSONS = ["00_start_here", "01_squash", "02_primary_capsules", "03_dynamic_routing",
+                "04_margin_loss", "05_decoder", "06_training"]
+LESSONS = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+SKELETON = ["Learning objectives", "Prerequisites and time", "Build it", "Check it", "Use capsedu",
+            "Explore", "Exercises", "Summary", "What's next"]
+
+
+def markdown_headings(notebook) -> list[str]:
+    return [line for cell in notebook.cells if cell.cell_type == "markdown"
+            for line in cell.source.splitlines() if line.startswith("#")]
+
+
+def test_the_core_lessons_exist_in_order():
+    assert LESSONS[: len(CORE_LESSONS)] == CORE_LESSONS
+    assert [int(name[:2]) for name in LESSONS] == list(range(len(LESSONS)))
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_pair_is_in_sync(lesson):
+    ipynb = NOTEBOOKS / f"{lesson}.ipynb"
+    assert ipynb.is_file(), f"{lesson}.py has no paired .ipynb: run `jupytext --sync notebooks/{lesson}.py`"
+    source = [c.source.strip() for c in jupytext.read(NOTEBOOKS / f"{lesson}.py").cells]
+    paired = [c.source.strip() for c in jupytext.read(ipynb).cells]
+    assert source == paired, f"{lesson}.py and .ipynb differ: run `jupytext --sync notebooks/{lesson}.py`"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_skeleton_headings_in_order(lesson):
+    headings = markdown_headings(jupytext.read(NOTEBOOKS / f"{lesson}.py"))
+    assert re.match(rf"# Lesson {lesson[:2]} — \S", headings[0]), f"first heading is {headings[0]!r}"
+    level2 = [h[3:].strip() for h in headings if h.startswith("## ")]
+    positions = [level2.index(name) if name in level2 else -1 for name in SKELETON]
+    missing = [name for name, pos in zip(SKELETON, positions) if pos < 0]
+    assert not missing, f"{lesson} lacks the skeleton heading(s) {missing}"
+    assert positions == sorted(positions), f"{lesson}: skeleton headings out of order: {level2}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_exercises_have_solutions_followed_by_a_check(lesson):
+    cells = jupytext.read(NOTEBOOKS / f"{lesson}.py").cells
+    solution_cells = [i for i, c in enumerate(cells) if c.cell_type == "code"
+                      and "### BEGIN SOLUTION" in c.source and "### END SOLUTION" in c.source]
+    assert len(solution_cells) >= 2, f"{lesson} has {len(solution_cells)} exercise solution cells, expected >= 2"
+    for i in solution_cells:
+        following = next(c for c in cells[i + 1:] if c.cell_type == "code")
+        assert re.search(r"\bcheck\w*\(", following.source) and "capsedu.checks" in "".join(
+            c.source for c in cells), f"{lesson}: the solution in cell {i} is not followed by a capsedu.checks call"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_committed_with_outputs_and_checked_cells(lesson):
+    raw = json.loads((NOTEBOOKS / f"{lesson}.ipynb").read_text())
+    code = [c for c in raw["cells"] if c["cell_type"] == "code"]
+    unexecuted = [i for i, c in enumerate(code) if c["source"] and c.get("execution_count") is None]
+    assert not unexecuted, f"{lesson}.ipynb has unexecuted code cells {unexecuted}: execute it before committing"
+    assert any("# NBVAL_CHECK_OUTPUT" in "".join(c["source"]) and c["outputs"] for c in code), \
+        f"{lesson} has no '# NBVAL_CHECK_OUTPUT' cell with stored output for nbval to compare"
+    errors = [o for c in code for o in c["outputs"] if o.get("output_type") == "error"]
+    assert not errors, f"{lesson}.ipynb stores an error output: {errors[0].get('ename')}"
