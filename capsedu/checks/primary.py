@@ -13,7 +13,7 @@ capsule type ``t``. :class:`capsedu.PrimaryCaps` turns that into (B, I, D) and s
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -33,19 +33,19 @@ def _wrong_layouts(features: torch.Tensor, types: int, dim: int) -> list[tuple[t
     split = features.view(batch, types, dim, height, width)  # (B, T, D, H, W)
     return [
         (squash(features.reshape(batch, -1, dim)),
-         "you reshaped the conv output directly (.view(B, -1, D)): each 'capsule' is then D "
+         ("you reshaped the conv output directly (.view(B, -1, D)): each 'capsule' is then D "
          "neighbouring pixels of ONE channel. Split the channels into (T, D) first, then move D "
-         "last: view(B, T, D, H, W).permute(0, 1, 3, 4, 2)"),
+         "last: view(B, T, D, H, W).permute(0, 1, 3, 4, 2)")),
         (squash(split.permute(0, 3, 4, 1, 2).reshape(batch, -1, dim)),
-         "right capsules, wrong order: yours are position-major (i = (y*W + x)*T + t); capsedu "
-         "is type-major (i = t*H*W + y*W + x): permute to (B, T, H, W, D)"),
+         ("right capsules, wrong order: yours are position-major (i = (y*W + x)*T + t); capsedu "
+         "is type-major (i = t*H*W + y*W + x): permute to (B, T, H, W, D)")),
         (squash(features.view(batch, dim, types, height, width).permute(0, 2, 3, 4, 1)
                 .reshape(batch, -1, dim)),
-         "you split the channels as (D, T): channel t*D + d is dimension d of type t, so view "
-         "them as (B, T, D, H, W)"),
+         ("you split the channels as (D, T): channel t*D + d is dimension d of type t, so view "
+         "them as (B, T, D, H, W)")),
         (split.permute(0, 1, 3, 4, 2).reshape(batch, -1, dim),
-         "the layout is right but the capsules are not squashed: apply squash along the last "
-         "dimension (Eq. 1)"),
+         ("the layout is right but the capsules are not squashed: apply squash along the last "
+         "dimension (Eq. 1)")),
     ]
 
 
@@ -65,7 +65,7 @@ def check_to_capsules(fn: ToCapsulesFn) -> CheckResult:
     try:
         with torch.no_grad():
             u = fn(features.clone(), 4, 8)
-    except Exception as error:  # the learner's code may fail in any way: turn it into a hint
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         if "view size is not compatible" in str(error):
             return report(False, "", "after permute the tensor is not contiguous, so .view fails: "
                                      "use .reshape (or .contiguous().view)")
@@ -91,7 +91,7 @@ def check_grid_size(fn: GridFn) -> CheckResult:
         args = (cfg.image_size, cfg.conv1_kernel, cfg.primary_kernel, cfg.primary_stride)
         try:
             got = fn(*args)
-        except Exception as error:  # the learner's code may fail in any way: turn it into a hint
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             return report(False, "", f"grid_size{args} raised {type(error).__name__}: {error}")
         if got == cfg.primary_grid:
             continue
@@ -117,7 +117,7 @@ def check_length_map(fn: LengthMapFn) -> CheckResult:
     expected = lengths.view(2, types, grid, grid)  # (B, T, H, W)
     try:
         got = fn(u.clone(), types, grid)
-    except Exception as error:  # the learner's code may fail in any way: turn it into a hint
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         return report(False, "", f"your function raised {type(error).__name__}: {error}")
     if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
         shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__

@@ -14,7 +14,7 @@ Shape legend:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -73,7 +73,7 @@ def _zero_problem(fn: SquashFn) -> str:
     zero = torch.zeros(2, 3, 8, requires_grad=True)  # (B, J, D)
     try:
         v = fn(zero)
-    except Exception as error:  # the learner's code may fail in any way: turn it into a hint
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         return f"the zero vector made your function raise {type(error).__name__}: {error}"
     if not torch.isfinite(v.detach()).all():
         return f"NaN at the zero vector: s/||s|| divides 0 by 0; {EPS_HINT}"
@@ -108,7 +108,7 @@ def check_squash(fn: SquashFn) -> CheckResult:
     s = _probe_inputs()  # (B, J, D)
     try:
         v = fn(s.clone())
-    except Exception as error:  # the learner's code may fail in any way: turn it into a hint
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         return report(False, "", f"your function raised {type(error).__name__}: {error}. It "
                                  f"should take s of shape {tuple(s.shape)} and return the same shape")
     for problem in (lambda: _value_problem(s, v), lambda: _zero_problem(fn),
@@ -127,7 +127,7 @@ def check_input_length_for(fn: Callable[[float], float]) -> CheckResult:
     for p in targets:
         try:
             answers.append(float(fn(p)))
-        except Exception as error:  # the learner's code may fail in any way: turn it into a hint
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
             return report(False, "", f"input_length_for({p}) raised {type(error).__name__}: "
                                      f"{error}; it should return one number")
     for p, n in zip(targets, answers):

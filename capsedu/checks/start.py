@@ -12,7 +12,7 @@ entity is present; its direction is the pose. For 2-D capsules the pose is one a
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -31,7 +31,7 @@ def _call(fn: TensorFn, v: torch.Tensor) -> tuple[torch.Tensor | None, str]:
     r"""Run the learner's function; return (output as a float64 tensor, '') or (None, hint)."""
     try:
         out = fn(v.clone())
-    except Exception as error:  # the learner's code may fail in any way: turn it into a hint
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         return None, (f"your function raised {type(error).__name__}: {error}. It should take a "
                       f"tensor of shape {tuple(v.shape)} (N capsules, D numbers each) and return "
                       "a tensor")
@@ -64,12 +64,12 @@ def check_capsule_length(fn: TensorFn) -> CheckResult:
     expected = torch.sqrt((v * v).sum(dim=-1))  # (N,)
     wrong_answers = [
         ((v * v).sum(dim=-1), "that is the squared length sum(v²): take its square root"),
-        (v.sum(dim=-1), "you added the components: square them first, then take the square root "
-                        "of the sum"),
-        (v.abs().sum(dim=-1), "that is the sum of |v_d| (the L1 norm): a capsule's length is the "
-                              "Euclidean norm sqrt(sum(v²))"),
-        (v.abs().max(dim=-1).values, "that is the largest component: the length uses all of "
-                                     "them, sqrt(sum(v²))"),
+        (v.sum(dim=-1), ("you added the components: square them first, then take the square root "
+                        "of the sum")),
+        (v.abs().sum(dim=-1), ("that is the sum of |v_d| (the L1 norm): a capsule's length is the "
+                              "Euclidean norm sqrt(sum(v²))")),
+        (v.abs().max(dim=-1).values, ("that is the largest component: the length uses all of "
+                                     "them, sqrt(sum(v²))")),
     ]
     if torch.allclose(out, expected, rtol=1e-5, atol=1e-7):
         return report(True, "capsule lengths are right: ||v|| = sqrt(sum of squares), one per capsule", "")
