@@ -160,9 +160,12 @@ class Chromium:
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
 
-        def child_fds() -> None:
-            os.dup2(to_chrome_r, 3)
-            os.dup2(from_chrome_w, 4)
+        def child_fds() -> None:  # Chromium reads fd 3, writes fd 4
+            read_end, write_end = os.dup(to_chrome_r), os.dup(from_chrome_w)  # above 4
+            os.dup2(read_end, 3)
+            os.dup2(write_end, 4)
+            os.set_inheritable(3, True)
+            os.set_inheritable(4, True)
 
         self.proc = subprocess.Popen(
             [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
@@ -273,12 +276,15 @@ class Page:
                 for e in self.browser.events if e.get("method") == "Network.loadingFailed"
                 and e.get("sessionId") == self.session]
 
-    def screenshot(self, path: Path) -> None:
-        height = self.evaluate("document.documentElement.scrollHeight")
-        shot = self.browser.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": 1280, "height": min(int(height), 6000), "scale": 1},
-        }, session=self.session)
+    def screenshot(self, path: Path, width: int = 1280, max_height: int = 6000) -> None:
+        """Save the top of the page (up to max_height pixels) as a PNG."""
+        send = self.browser.send
+        height = min(int(self.evaluate("document.documentElement.scrollHeight")), max_height)
+        send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
+             "deviceScaleFactor": 1, "mobile": False}, session=self.session)
+        self.evaluate("new Promise(r => requestAnimationFrame(() => setTimeout(r, 200)))")
+        shot = send("Page.captureScreenshot", {"format": "png"}, session=self.session)
+        send("Emulation.clearDeviceMetricsOverride", session=self.session)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
 
@@ -331,7 +337,8 @@ def lesson_pages(site: Path) -> list[Path]:
 def check_lesson(page: Page, html: Path) -> dict:
     """Open a lesson page and assert what the reader must see; return the DOM summary."""
     page.open(html.as_uri())
-    assert page.wait_for(WAIT_FOR_MATHJAX), f"{html.name}: MathJax never started"
+    if page.evaluate("document.querySelectorAll('main .math').length > 0"):
+        assert page.wait_for(WAIT_FOR_MATHJAX), f"{html.name}: MathJax never started"
     state = page.evaluate(RENDERED)
     if state["widgetViews"]:
         page.wait_for("document.querySelectorAll('main .jupyter-widgets').length > 0", 30)
@@ -367,6 +374,20 @@ def test_every_lesson_page_in_chromium(site: Path, page: Page) -> None:
             page.screenshot(SCREENSHOTS / f"{lesson.stem}.png")
         totals = {k: totals[k] + state[k] for k in totals}
     assert totals["maths"] > 0 and totals["images"] > 0, totals
+
+
+def test_landing_page_in_chromium(site: Path, page: Page) -> None:
+    """The landing page: Eq. 1 typeset, a course map linking every lesson, nothing remote."""
+    page.open((site / "intro.html").as_uri())
+    assert page.wait_for(WAIT_FOR_MATHJAX), "intro.html: MathJax never started"
+    state = page.evaluate(RENDERED)
+    assert state["maths"] > 0 and state["typeset"] == state["maths"], state
+    cards = page.evaluate("[...document.querySelectorAll('main .sd-card a')]"
+                          ".map(a => a.getAttribute('href').split('#')[0])")
+    assert cards == [f"{d}.html" for d in toc_lessons()], cards
+    assert not [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
+    assert not page.failures(), page.failures()
+    page.screenshot(SCREENSHOTS / "intro.png")
 
 
 def test_search_works_offline(site: Path, page: Page) -> None:

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 
 LESSON_DOCNAME = re.compile(r"^notebooks/(\d\d_[A-Za-z0-9_]+)$")
@@ -35,7 +36,15 @@ def _paragraph(*parts: str | nodes.Node) -> nodes.paragraph:
     return para
 
 
-def live_note(stem: str, widgets: bool) -> nodes.admonition:
+def setup_link(docname: str) -> addnodes.pending_xref:
+    """A link to the Setup page that Sphinx resolves (and checks) like {doc}`/setup`."""
+    xref = addnodes.pending_xref("", refdomain="std", reftype="doc", reftarget="/setup",
+                                 refexplicit=True, refdoc=docname, refwarn=True)
+    xref += nodes.inline(text="Setup")
+    return xref
+
+
+def live_note(docname: str, stem: str, widgets: bool) -> nodes.admonition:
     """The admonition shown under a lesson's title."""
     note = nodes.admonition(classes=["tip", "capsedu-live-note"])
     note += nodes.title(text="Run this lesson live")
@@ -45,7 +54,9 @@ def live_note(stem: str, widgets: bool) -> nodes.admonition:
         nodes.literal(text="make lab"),
         " and open ",
         nodes.literal(text=f"notebooks/{stem}.ipynb"),
-        " in JupyterLab (see Setup).",
+        " in JupyterLab (see ",
+        setup_link(docname),
+        ").",
     )
     if widgets:
         note += _paragraph(
@@ -65,7 +76,7 @@ def add_live_note(app: Sphinx, doctree: nodes.document) -> None:
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is None or not isinstance(section[0], nodes.title):
         return
-    section.insert(1, live_note(match.group(1), widgets))
+    section.insert(1, live_note(app.env.docname, match.group(1), widgets))
 
 
 def setup(app: Sphinx) -> dict:
