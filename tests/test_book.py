@@ -12,6 +12,7 @@ The browser tests are skipped only when no Chromium is installed (`apt-get insta
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import re
@@ -105,7 +106,7 @@ def test_lessons_listed_in_order_and_numbered(site: Path) -> None:
     assert order == [f"{d}.html" for d in lessons], f"sidebar order {order}"
     for number, docname in enumerate(lessons):
         title = re.search(r"<title>(.*?)</title>",
-                          (site / f"{docname}.html").read_text(encoding="utf-8"), re.S)
+                          (site / f"{docname}.html").read_text(encoding="utf-8"), re.DOTALL)
         assert title and title.group(1).startswith(f"Lesson {number:02d}"), (docname, title)
 
 
@@ -122,7 +123,7 @@ def test_no_remote_resources_in_built_files(site: Path) -> None:
                 remote.append(f"{page.relative_to(site)}: <{tag}> {url}")
     for css in site.rglob("*.css"):
         text = css.read_text(encoding="utf-8", errors="replace")
-        text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)  # comments are not requests
+        text = re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)  # comments are not requests
         remote += [f"{css.relative_to(site)}: {m}" for m in
                    re.findall(r"(?:url\(|@import\s+)['\"]?((?:https?:)?//[^'\")\s]+)", text)]
     assert not remote, "resources that would be fetched from the network:\n" + "\n".join(remote)
@@ -157,25 +158,22 @@ class Chromium:
     """Headless Chromium driven over the DevTools protocol on a pipe (fds 3 and 4)."""
 
     def __init__(self, binary: str, profile: Path) -> None:
+        # Chromium reads commands from fd 3 and writes replies to fd 4. The pipe ends are
+        # moved above fd 9 and bash maps them to 3 and 4 just before starting Chromium.
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
-
-        def child_fds() -> None:  # Chromium reads fd 3, writes fd 4
-            read_end, write_end = os.dup(to_chrome_r), os.dup(from_chrome_w)  # above 4
-            os.dup2(read_end, 3)
-            os.dup2(write_end, 4)
-            os.set_inheritable(3, True)
-            os.set_inheritable(4, True)
-
+        child_r = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD_CLOEXEC, 10)
+        child_w = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD_CLOEXEC, 10)
+        for fd in (to_chrome_r, from_chrome_w):
+            os.close(fd)
+        command = [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"]
         self.proc = subprocess.Popen(
-            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
-            # close_fds would close 3 and 4 after preexec_fn; Python's own fds are
-            # non-inheritable, so only the two dup2'ed pipe ends reach Chromium.
-            preexec_fn=child_fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=False,
+            ["bash", "-c", f'exec "$@" 3<&{child_r} 4>&{child_w} {child_r}<&- {child_w}>&-',
+             "bash", *command],
+            pass_fds=(child_r, child_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
+        os.close(child_r)
+        os.close(child_w)
         self._buffer = b""
         self._next_id = 0
         self.events: list[dict] = []
