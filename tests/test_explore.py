@@ -1,0 +1,121 @@
+"""capsedu.explore: perturbations, Figure-4 sweeps and routing traces agree with the model."""
+
+import pytest
+import torch
+
+import capsedu
+from capsedu.explore import (
+    PERTURBATION_VALUES,
+    couplings_on_grid,
+    encode_image,
+    perturb,
+    perturbation_sweep,
+    perturbed_reconstructions,
+    routing_trace,
+    sweep_offsets,
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    capsedu.set_seed(0)
+    return capsedu.CapsNet(capsedu.CapsNetConfig.cpu()).eval()
+
+
+@pytest.fixture(scope="module")
+def image():
+    return torch.rand(1, 28, 28, generator=torch.Generator().manual_seed(1))
+
+
+def test_encode_matches_forward(model, image):
+    encoded = encode_image(model, image)
+    with torch.no_grad():
+        out = model(image[None])
+    assert torch.allclose(encoded.capsules, out.capsules[0], atol=1e-6)
+    assert encoded.prediction == int(out.lengths[0].argmax())
+    assert encoded.u_hat.shape == (model.config.num_primary_caps, 10, 16)
+
+
+def test_perturb_adds_offsets_to_one_capsule_only():
+    capsules = torch.randn(10, 16)
+    before = capsules.clone()
+    offsets = torch.zeros(2, 16)
+    offsets[1, 4] = 0.25
+    batch = perturb(capsules, 3, offsets)
+    assert torch.equal(capsules, before)
+    assert torch.equal(batch[0], before)
+    assert batch[1, 3, 4] == pytest.approx(float(before[3, 4]) + 0.25)
+    changed = (batch[1] != before).nonzero().tolist()
+    assert changed == [[3, 4]]
+
+
+@pytest.mark.parametrize("label", [-1, 10, 2.0, True])
+def test_perturb_rejects_bad_label(label):
+    with pytest.raises(ValueError, match="label"):
+        perturb(torch.zeros(10, 16), label, torch.zeros(1, 16))
+
+
+def test_perturb_rejects_bad_offsets():
+    with pytest.raises(ValueError, match="offsets"):
+        perturb(torch.zeros(10, 16), 1, torch.zeros(1, 8))
+
+
+def test_sweep_offsets_moves_one_dimension_per_row():
+    offsets = sweep_offsets(16)
+    assert offsets.shape == (16 * 11, 16)
+    assert ((offsets != 0).sum(dim=1) <= 1).all()
+    assert offsets[5 * 11 + 10, 5] == pytest.approx(0.25)
+    assert offsets[5 * 11 + 0, 5] == pytest.approx(-0.25)
+    assert PERTURBATION_VALUES[5] == 0.0
+
+
+def test_sweep_middle_column_is_the_plain_reconstruction(model, image):
+    images, label = perturbation_sweep(model, image)
+    assert images.shape == (16, 11, 28, 28)
+    with torch.no_grad():
+        plain = model(image[None]).reconstruction[0, 0]
+    for d in range(16):
+        assert torch.allclose(images[d, 5], plain, atol=1e-6)
+    assert label == encode_image(model, image).prediction
+
+
+def test_perturbed_reconstruction_lengths(model, image):
+    encoded = encode_image(model, image)
+    offsets = torch.zeros(1, 16)
+    offsets[0, 0] = 0.25
+    images, lengths = perturbed_reconstructions(model, encoded.capsules, encoded.prediction, offsets)
+    expected = encoded.capsules.clone()
+    expected[encoded.prediction, 0] += 0.25
+    assert torch.allclose(lengths[0], expected.norm(dim=-1))
+    assert images.shape == (1, 1, 28, 28)
+
+
+def test_routing_trace_rows_match_the_model_with_r_iterations(model, image):
+    trace = routing_trace(encode_image(model, image).u_hat, 4)
+    assert trace.lengths.shape == (4, 10)
+    for r in range(1, 5):
+        with torch.no_grad():
+            out = model(image[None], num_iterations=r)
+        assert torch.allclose(trace.lengths[r - 1], out.lengths[0], atol=1e-6)
+
+
+def test_one_iteration_couples_uniformly(model, image):
+    trace = routing_trace(encode_image(model, image).u_hat, 1)
+    assert torch.allclose(trace.couplings, torch.full_like(trace.couplings, 0.1))
+
+
+def test_couplings_on_grid_is_type_major():
+    c = torch.arange(16 * 36 * 10, dtype=torch.float32).reshape(16 * 36, 10)
+    grid = couplings_on_grid(c, 2, 16)
+    assert grid.shape == (16, 6, 6)
+    t, y, x = 5, 1, 4
+    assert grid[t, y, x] == c[t * 36 + y * 6 + x, 2]
+    with pytest.raises(ValueError, match="num_types"):
+        couplings_on_grid(c, 2, 7)
+
+
+def test_bad_image_is_named(model):
+    with pytest.raises(ValueError, match="image"):
+        encode_image(model, torch.zeros(2, 1, 28, 28))
+    with pytest.raises(TypeError, match="model"):
+        encode_image("not a model", torch.zeros(1, 28, 28))

@@ -1,0 +1,152 @@
+"""capsedu.widgets: drive the explorers' controls directly and check what they show."""
+
+import copy
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+
+import capsedu
+from capsedu import explore
+from capsedu.widgets import perturbation_explorer, perturbation_grid, routing_explorer
+
+pytest.importorskip("ipywidgets")
+
+
+@pytest.fixture(scope="module")
+def model():
+    capsedu.set_seed(0)
+    return capsedu.CapsNet(capsedu.CapsNetConfig.cpu()).eval()
+
+
+@pytest.fixture(scope="module")
+def strong_model(model):
+    """The same network with 50x larger W: untrained predictions are too short to move routing."""
+    strong = copy.deepcopy(model)
+    with torch.no_grad():
+        strong.digits.W.mul_(50)
+    return strong
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    generator = torch.Generator().manual_seed(2)
+    images = torch.rand(4, 1, 28, 28, generator=generator)
+    return capsedu.MNISTData(images, torch.tensor([0, 1, 2, 3]), "random test images")
+
+
+def test_slider_moves_the_reconstruction_and_the_winning_bar(model, dataset):
+    ex = perturbation_explorer(model, dataset)
+    label, before_png = ex.encoded.prediction, ex.view.value
+    before_recon, before_lengths = ex.reconstruction.clone(), ex.lengths.clone()
+    redraws = ex.redraws
+    ex.sliders[4].value = 0.25
+    assert ex.redraws == redraws + 1  # one redraw per move
+    assert not torch.allclose(ex.reconstruction, before_recon)
+    capsules = ex.encoded.capsules.clone()
+    capsules[label, 4] += 0.25
+    with torch.no_grad():
+        expected = model.decode(capsules[None], torch.tensor([label]))[0, 0]
+    assert torch.allclose(ex.reconstruction, expected, atol=1e-6)
+    assert torch.allclose(ex.lengths, capsules.norm(dim=-1), atol=1e-6)
+    others = [k for k in range(10) if k != label]
+    assert torch.equal(ex.lengths[others], before_lengths[others])
+    bar_heights = torch.tensor([bar.get_height() for bar in ex.panel.bars])
+    assert torch.allclose(bar_heights, ex.lengths, atol=1e-6)
+    shown = torch.as_tensor(ex.panel.reconstruction.get_array())
+    assert torch.allclose(shown.float(), ex.reconstruction, atol=1e-6)
+    assert ex.view.value != before_png
+
+
+def test_reset_restores_the_original_in_one_redraw(model, dataset):
+    ex = perturbation_explorer(model, dataset)
+    original, lengths = ex.reconstruction.clone(), ex.lengths.clone()
+    ex.sliders[0].value = -0.25
+    ex.sliders[15].value = 0.1
+    redraws = ex.redraws
+    ex.reset_button.click()
+    assert ex.redraws == redraws + 1
+    assert all(s.value == 0 for s in ex.sliders)
+    assert torch.allclose(ex.reconstruction, original)
+    assert torch.allclose(ex.lengths, lengths)
+    assert torch.allclose(ex.reconstruction, ex.original_reconstruction)
+
+
+def test_perturbation_index_change_reencodes_and_resets(model, dataset):
+    ex = perturbation_explorer(model, dataset)
+    ex.sliders[2].value = 0.2
+    ex.index.value = 3
+    assert all(s.value == 0 for s in ex.sliders)
+    with torch.no_grad():
+        out = model(dataset.images[3:4])
+    assert torch.allclose(ex.encoded.capsules, out.capsules[0], atol=1e-6)
+    assert torch.allclose(ex.reconstruction, out.reconstruction[0, 0], atol=1e-6)
+    assert torch.equal(torch.as_tensor(ex.panel.original.get_array()).float(), dataset.images[3, 0])
+    assert ex.panel.title_in.get_text() == "input (label 3)"
+
+
+def test_explorers_update_one_figure_in_place(model, dataset):
+    figures_before = plt.get_fignums()
+    ex = perturbation_explorer(model, dataset)
+    figure, axes = ex.figure, list(ex.figure.axes)
+    for value in (0.05, 0.1, -0.25):
+        ex.sliders[7].value = value
+    ex.index.value = 1
+    assert ex.figure is figure and list(ex.figure.axes) == axes
+    assert len(ex.panel.bars) == 10 and len(ex.figure.axes[2].patches) == 10
+    assert plt.get_fignums() == figures_before
+
+
+def test_routing_slider_changes_couplings_without_recomputing_u_hat(strong_model, dataset,
+                                                                    monkeypatch):
+    model = strong_model
+    ex = routing_explorer(model, dataset)
+    calls = []
+    monkeypatch.setattr("capsedu.widgets.encode_image",
+                        lambda *a: calls.append(1) or explore.encode_image(*a))
+    u_hat = ex.u_hat
+    ex.iterations.value = 1
+    uniform = ex.trace.couplings.clone()
+    assert torch.allclose(uniform, torch.full_like(uniform, 0.1))
+    png = ex.view.value
+    ex.iterations.value = 3
+    assert not torch.allclose(ex.trace.couplings, uniform)
+    assert ex.trace.lengths.shape == (3, 10)
+    assert ex.u_hat is u_hat and calls == []  # u_hat reused across slider moves
+    with torch.no_grad():
+        out = model(dataset.images[0:1], return_couplings=True, num_iterations=3)
+    assert torch.allclose(ex.trace.couplings, out.couplings[0], atol=1e-6)
+    assert torch.allclose(ex.trace.lengths[-1], out.lengths[0], atol=1e-6)
+    lines = ex.panel.lines
+    assert all(len(line.get_xdata()) == 3 for line in lines)
+    assert ex.view.value != png
+
+
+def test_routing_index_change_recomputes_u_hat(model, dataset):
+    ex = routing_explorer(model, dataset)
+    ex.index.value = 2
+    with torch.no_grad():
+        out = model(dataset.images[2:3], num_iterations=ex.iterations.value)
+    assert torch.allclose(ex.trace.lengths[-1], out.lengths[0], atol=1e-6)
+    assert "label 2" in ex.panel.title_img.get_text()
+    assert f"predicted {int(out.lengths.argmax())}" in ex.panel.title_img.get_text()
+
+
+def test_perturbation_grid_has_16_rows_of_11(model, dataset):
+    figure = perturbation_grid(model, dataset.images[0])
+    ax = figure.axes[0]
+    assert len(ax.get_yticks()) == 16 and len(ax.get_xticks()) == 11
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[0] == "-0.25" and labels[-1] == "+0.25"
+    mosaic = ax.images[0].get_array()
+    assert mosaic.shape == (16 * 29 - 1, 11 * 29 - 1)
+
+
+def test_bad_arguments_are_named(model, dataset):
+    with pytest.raises(TypeError, match="model"):
+        perturbation_explorer("model", dataset)
+    with pytest.raises(TypeError, match="dataset"):
+        routing_explorer(model, [1, 2, 3])
+    with pytest.raises(ValueError, match="dataset"):
+        empty = capsedu.MNISTData(torch.zeros(0, 1, 28, 28), torch.zeros(0, dtype=torch.long), "x")
+        perturbation_explorer(model, empty)
