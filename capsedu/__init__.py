@@ -8,7 +8,8 @@ from capsedu.data import DataFileError, MNISTData, load_mnist, random_shift
 from capsedu.layers import DigitCaps, PrimaryCaps
 from capsedu.losses import margin_loss, reconstruction_loss
 from capsedu.model import CapsNet, CapsNetConfig, CapsNetOutput, mask_capsules
-from capsedu.routing import dynamic_routing
+from capsedu.pretrained import pretrained, pretrained_metrics
+from capsedu.routing import dynamic_routing, dynamic_routing_fast
 from capsedu.runtime import choose, default_device, fast_profile, set_seed
 from capsedu.squash import squash
 from capsedu.train import capsnet_loss, evaluate, fit
@@ -18,6 +19,8 @@ __version__ = "0.1.0"
 __all__ = [
     "CapsNet", "CapsNetConfig", "CapsNetOutput", "CheckpointError", "DataFileError", "DigitCaps",
     "MNISTData", "PrimaryCaps", "capsnet_loss", "choose", "default_device", "dynamic_routing",
+    "dynamic_routing_fast",
     "evaluate", "fast_profile", "fit", "load_checkpoint", "load_mnist", "margin_loss",
-    "mask_capsules", "random_shift", "reconstruction_loss", "save_checkpoint", "set_seed", "squash",
+    "mask_capsules", "pretrained", "pretrained_metrics", "random_shift", "reconstruction_loss",
+    "save_checkpoint", "set_seed", "squash",
 ]
