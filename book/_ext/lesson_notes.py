@@ -2,8 +2,8 @@ r"""Put a "run this lesson live" note at the top of every lesson page.
 
 A lesson page of the book is a snapshot of the notebook as it was last run. The note tells the
 reader how to open the lesson in JupyterLab; on pages whose notebook embeds ipywidgets state it
-also says that the controls only show their saved state without a kernel, and that the static
-figures on the page show the same results.
+also says, where that state holds controls (sliders, buttons...), that they only show their saved
+state without a kernel and that the static figures on the page show the same results.
 
 Lessons are the documents named ``notebooks/NN_name`` (two digits, underscore).
 """
@@ -20,13 +20,18 @@ from sphinx.application import Sphinx
 
 LESSON_DOCNAME = re.compile(r"^notebooks/(\d\d_[A-Za-z0-9_]+)$")
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+CONTROL_MODEL = re.compile(
+    r"Slider|Button|Dropdown|Checkbox|Text|Toggle|Select|Picker|Play|Radio|Combobox"
+)
 
 
-def has_widget_state(notebook: Path) -> bool:
-    """True when the notebook's metadata embeds the state of at least one widget."""
+def has_saved_controls(notebook: Path) -> bool:
+    """True when the notebook's embedded widget state holds a control a reader could move
+    (a slider, button, text box...); progress bars and output areas alone do not count."""
     metadata = json.loads(notebook.read_text(encoding="utf-8")).get("metadata", {})
     state = metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    return bool(state)
+    names = (model.get("model_name", "") for model in state.values())
+    return any(CONTROL_MODEL.search(name) for name in names)
 
 
 def _paragraph(*parts: str | nodes.Node) -> nodes.paragraph:
@@ -72,7 +77,7 @@ def add_live_note(app: Sphinx, doctree: nodes.document) -> None:
     match = LESSON_DOCNAME.match(app.env.docname)
     if match is None:
         return
-    widgets = has_widget_state(Path(app.env.doc2path(app.env.docname)))
+    widgets = has_saved_controls(Path(app.env.doc2path(app.env.docname)))
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is None or not isinstance(section[0], nodes.title):
         return
