@@ -113,7 +113,7 @@ one_hot = torch.nn.functional.one_hot(labels, 10).float()  # (B, J)
 torch.testing.assert_close(my_margin_loss(lengths, one_hot), capsedu.margin_loss(lengths, labels))
 torch.testing.assert_close(my_margin_loss(lengths, one_hot), capsedu.margin_loss(lengths, one_hot))
 print("my_margin_loss equals capsedu.margin_loss for class indices and one-hot targets")
-check_margin_loss(my_margin_loss);
+_ = check_margin_loss(my_margin_loss)  # prints ✅ or a hint
 
 # %% [markdown]
 # ### The loss as a function of a capsule's length
@@ -299,7 +299,7 @@ def to_multi_hot(label_lists: list[list[int]], num_classes: int) -> torch.Tensor
 
 # %%
 # NBVAL_CHECK_OUTPUT
-check_multi_hot(to_multi_hot);
+_ = check_multi_hot(to_multi_hot)  # prints ✅ or a hint
 
 # %% [markdown]
 # ### Exercise 2: spot the bug (peer A)
@@ -332,7 +332,7 @@ def fixed_margin_loss_a(lengths: torch.Tensor, targets: torch.Tensor) -> torch.T
 
 # %%
 # NBVAL_CHECK_OUTPUT
-check_margin_loss(fixed_margin_loss_a);
+_ = check_margin_loss(fixed_margin_loss_a)  # prints ✅ or a hint
 
 # %% [markdown]
 # ### Exercise 3: spot the bug (peer B)
@@ -364,7 +364,7 @@ def fixed_margin_loss_b(lengths: torch.Tensor, targets: torch.Tensor) -> torch.T
 
 # %%
 # NBVAL_CHECK_OUTPUT
-check_margin_loss(fixed_margin_loss_b);
+_ = check_margin_loss(fixed_margin_loss_b)  # prints ✅ or a hint
 
 # %% [markdown]
 # ### What the two bugs do
@@ -374,7 +374,7 @@ check_margin_loss(fixed_margin_loss_b);
 # %%
 # NBVAL_CHECK_OUTPUT
 check_margin_loss(peer_margin_loss_a)
-check_margin_loss(peer_margin_loss_b);
+_ = check_margin_loss(peer_margin_loss_b)  # prints ✅ or a hint
 
 # %% [markdown]
 # And here is why they matter. Without the square (A) the pull on a present capsule is the same
