@@ -4,7 +4,8 @@ Shape legend:
     B      batch size
     J      number of classes
 The total loss is ``margin_loss + recon_weight * reconstruction_loss`` with recon_weight 0.0005
-(Section 4.1 of the paper). Adam with an exponentially decaying learning rate, as in the paper.
+(Section 4.1 of the paper). Adam with an exponentially decaying learning rate, as in the paper,
+or a one-cycle schedule (warm-up then annealing, stepped every batch) that converges in fewer epochs.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def _check_model(model: object) -> None:
 
 def _run_epoch(model: CapsNet, loader: Iterable[Batch], device: torch.device,
                optimizer: torch.optim.Optimizer | None, recon_weight: float,
-               augment: Callable[[torch.Tensor], torch.Tensor] | None, bar: tqdm) -> dict[str, float]:
+               augment: Callable[[torch.Tensor], torch.Tensor] | None, bar: tqdm,
+               batch_scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> dict[str, float]:
     r"""One pass over ``loader``; trains when ``optimizer`` is given. Returns mean loss and accuracy."""
     total_loss, correct, seen = 0.0, 0, 0
     for images, labels in loader:
@@ -49,7 +51,9 @@ def _run_epoch(model: CapsNet, loader: Iterable[Batch], device: torch.device,
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-        total_loss += float(loss) * len(labels)
+            if batch_scheduler is not None:
+                batch_scheduler.step()
+        total_loss += float(loss.detach()) * len(labels)
         correct += int((lengths.argmax(dim=1) == labels).sum())
         seen += len(labels)
         bar.update(1)
@@ -70,43 +74,76 @@ def evaluate(model: CapsNet, loader: Iterable[Batch], *, device: str | torch.dev
         return _run_epoch(model, loader, torch.device(device), None, recon_weight, None, bar)
 
 
+SCHEDULES = ("exponential", "onecycle")
+EpochCallback = Callable[[int, dict], "bool | None"]
+
+
+def _scheduler(optimizer: torch.optim.Optimizer, schedule: str, lr: float, lr_decay: float,
+               epochs: int, steps: int | None) -> tuple[torch.optim.lr_scheduler.LRScheduler, bool]:
+    r"""The learning-rate scheduler and whether it is stepped every batch (else every epoch)."""
+    if schedule == "exponential":
+        return torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=lr_decay), False
+    if not steps:
+        raise ValueError("lr_schedule='onecycle' needs a train_loader with a length (len(loader) > 0)")
+    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, epochs=epochs,
+                                               steps_per_epoch=steps, pct_start=0.2), True
+
+
 def fit(model: CapsNet, train_loader: Iterable[Batch], *, epochs: int,
         device: str | torch.device = "cpu", lr: float = 1e-3, lr_decay: float = 0.96,
         recon_weight: float = 0.0005, val_loader: Iterable[Batch] | None = None,
         augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        optimizer: torch.optim.Optimizer | None = None, progress: bool = True) -> dict[str, list]:
-    r"""Train ``model`` for ``epochs`` epochs with Adam and an exponential learning-rate decay.
+        optimizer: torch.optim.Optimizer | None = None, progress: bool = True,
+        lr_schedule: str = "exponential",
+        on_epoch_end: EpochCallback | None = None) -> dict[str, list]:
+    r"""Train ``model`` for ``epochs`` epochs with Adam and a decaying learning rate.
 
     Args:
         augment: applied to each training batch of images (e.g. :func:`capsedu.data.random_shift`).
         optimizer: defaults to ``Adam(model.parameters(), lr)``.
         progress: show a ``tqdm.auto`` progress bar (a widget in Jupyter, text elsewhere).
+        lr_schedule: ``"exponential"`` (multiply by ``lr_decay`` after every epoch, the paper's) or
+            ``"onecycle"`` (rise to ``lr`` over the first 20 % of batches, then anneal to ~0 by the
+            last batch; ``lr_decay`` is ignored).
+        on_epoch_end: called as ``on_epoch_end(epoch, history)`` after each epoch (and its
+            validation); returning True stops training early.
 
     Returns:
         A history dict of per-epoch lists: ``epoch``, ``train_loss``, ``train_accuracy``, ``lr``,
-        ``seconds`` and, with ``val_loader``, ``val_loss`` and ``val_accuracy``.
+        ``seconds`` (wall time of the epoch, validation included), ``train_seconds`` (wall time
+        of the training pass alone), ``train_cpu_seconds`` (process CPU time of the training
+        pass, all threads) and, with ``val_loader``, ``val_loss`` and ``val_accuracy``.
     """
     _check_model(model)
     require_int("epochs", epochs, minimum=1)
+    if lr_schedule not in SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {SCHEDULES}, got {lr_schedule!r}")
     device = torch.device(device)
     model.to(device)
     optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
-    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=lr_decay)
-    history: dict[str, list] = {"epoch": [], "train_loss": [], "train_accuracy": [], "lr": [], "seconds": []}
     steps = len(train_loader) if hasattr(train_loader, "__len__") else None  # type: ignore[arg-type]
+    scheduler, per_batch = _scheduler(optimizer, lr_schedule, lr, lr_decay, epochs, steps)
+    history: dict[str, list] = {"epoch": [], "train_loss": [], "train_accuracy": [], "lr": [],
+                                "seconds": [], "train_seconds": [], "train_cpu_seconds": []}
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        history["lr"].append(optimizer.param_groups[0]["lr"])
         model.train()
         with tqdm(total=steps, desc=f"epoch {epoch}/{epochs}", disable=not progress) as bar:
-            train = _run_epoch(model, train_loader, device, optimizer, recon_weight, augment, bar)
+            train = _run_epoch(model, train_loader, device, optimizer, recon_weight, augment, bar,
+                               scheduler if per_batch else None)
+        history["train_seconds"].append(time.perf_counter() - start)
+        history["train_cpu_seconds"].append(time.process_time() - cpu_start)
         history["epoch"].append(epoch)
         history["train_loss"].append(train["loss"])
         history["train_accuracy"].append(train["accuracy"])
-        history["lr"].append(optimizer.param_groups[0]["lr"])
-        scheduler.step()
+        if not per_batch:
+            scheduler.step()
         if val_loader is not None:
             val = evaluate(model, val_loader, device=device, recon_weight=recon_weight)
             history.setdefault("val_loss", []).append(val["loss"])
             history.setdefault("val_accuracy", []).append(val["accuracy"])
         history["seconds"].append(time.perf_counter() - start)
+        if on_epoch_end is not None and on_epoch_end(epoch, history):
+            break
     return history

@@ -1,0 +1,51 @@
+"""fit's one-cycle schedule, on_epoch_end callback and separate training-time keys."""
+
+import pytest
+import torch
+
+from capsedu import CapsNet, CapsNetConfig, fit, set_seed
+
+TINY = CapsNetConfig(conv1_channels=4, primary_types=2, primary_dim=4, digit_dim=4,
+                     decoder_hidden=(8,))
+
+
+def batches(n_batches: int = 3, size: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    return [(torch.rand(size, 1, 28, 28, generator=generator),
+             torch.randint(0, 10, (size,), generator=generator)) for _ in range(n_batches)]
+
+
+def test_onecycle_rises_then_anneals_every_batch():
+    set_seed(0)
+    model = CapsNet(TINY)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    history = fit(model, batches(), epochs=4, lr=1e-3, lr_schedule="onecycle", optimizer=optimizer,
+                  progress=False)
+    lrs = history["lr"]  # learning rate at the start of each epoch
+    assert lrs[0] < lrs[1] and lrs[1] > lrs[3] and max(lrs) <= 1e-3
+    assert optimizer.param_groups[0]["lr"] < max(lrs) / 20  # annealed towards 0 by the last batch
+
+
+def test_epoch_callback_sees_history_and_can_stop_training():
+    seen = []
+
+    def stop_after_two(epoch, history):
+        seen.append((epoch, len(history["train_loss"])))
+        return epoch == 2
+
+    history = fit(CapsNet(TINY), batches(), epochs=5, progress=False, on_epoch_end=stop_after_two)
+    assert seen == [(1, 1), (2, 2)] and history["epoch"] == [1, 2]
+
+
+def test_training_time_is_recorded_apart_from_validation():
+    history = fit(CapsNet(TINY), batches(), epochs=2, progress=False, val_loader=batches(5))
+    for key in ("seconds", "train_seconds", "train_cpu_seconds"):
+        assert len(history[key]) == 2 and all(t > 0 for t in history[key])
+    assert all(train <= total for train, total in zip(history["train_seconds"], history["seconds"]))
+
+
+def test_bad_schedules_are_rejected():
+    with pytest.raises(ValueError, match="lr_schedule must be one of"):
+        fit(CapsNet(TINY), batches(), epochs=1, lr_schedule="cosine", progress=False)
+    with pytest.raises(ValueError, match="needs a train_loader with a length"):
+        fit(CapsNet(TINY), iter(batches()), epochs=1, lr_schedule="onecycle", progress=False)
