@@ -25,6 +25,13 @@ class CheckpointError(ValueError):
     r"""A checkpoint file is missing, corrupt, or does not match what was expected."""
 
 
+def _default_file_mode() -> int:
+    r"""The mode a plain ``open(path, "w")`` would give (mkstemp's files are private, 0o600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def save_checkpoint(path: str | os.PathLike, model: CapsNet, *, history: dict | None = None,
                     metadata: dict | None = None, half: bool = False) -> Path:
     r"""Write ``model`` (with its config, and optional history/metadata) atomically to ``path``.
@@ -42,6 +49,7 @@ def save_checkpoint(path: str | os.PathLike, model: CapsNet, *, history: dict | 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp_name, _default_file_mode())
         with os.fdopen(fd, "wb") as handle:
             torch.save(payload, handle)
             handle.flush()
