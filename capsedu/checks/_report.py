@@ -15,8 +15,11 @@ class CheckResult:
     def __bool__(self) -> bool:
         return self.passed
 
-    def __repr__(self) -> str:  # what Jupyter shows if the result is the cell's last value
+    def __repr__(self) -> str:
         return self.message
+
+    def _ipython_display_(self) -> None:
+        r"""Show nothing as a cell's last value: the message was already printed once."""
 
 
 def report(passed: bool, success: str, hint: str, *, quiet: bool = False) -> CheckResult:
