@@ -69,8 +69,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--repeats", type=int, default=60)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                        help="torch intra-op threads (default: torch's own choice)")
     args = parser.parse_args()
-    torch.set_num_threads(min(2, torch.get_num_threads()))
+    torch.set_num_threads(args.threads)
     model, source = load_model(args.checkpoint)
     data = capsedu.load_mnist("test", verbose=False)
     print(f"model: {source}; {model.config.num_primary_caps} primary capsules; "

@@ -129,20 +129,28 @@ def perturbation_sweep(model: CapsNet, image: torch.Tensor,
 
 
 @torch.no_grad()
-def routing_trace(u_hat: torch.Tensor, num_iterations: int) -> RoutingTrace:
+def route(u_hat: torch.Tensor, num_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Lengths (J,) and couplings (I, J) after ``num_iterations`` of routing one image's ``u_hat`` (I, J, D_out)."""
+    require_tensor("u_hat", u_hat, ndim=3, shape="(I, J, D_out)", floating=True)
+    v, c = dynamic_routing(u_hat.unsqueeze(0), num_iterations)  # (1, J, D_out), (1, I, J)
+    return v[0].norm(dim=-1), c[0]  # (J,), (I, J)
+
+
+def routing_trace(u_hat: torch.Tensor, num_iterations: int,
+                  cache: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None) -> RoutingTrace:
     r"""Run :func:`~capsedu.routing.dynamic_routing` with r = 1..``num_iterations`` on one image's ``u_hat``.
 
     ``u_hat`` is (I, J, D_out), computed once per image; each r routes from scratch (b = 0), so
-    row r-1 of ``lengths`` is exactly what a network with r routing iterations outputs.
+    row r-1 of ``lengths`` is exactly what a network with r routing iterations outputs. Pass the
+    same ``cache`` dict for the same ``u_hat`` to route each r only once.
     """
-    require_tensor("u_hat", u_hat, ndim=3, shape="(I, J, D_out)", floating=True)
     require_int("num_iterations", num_iterations, minimum=1)
-    lengths = []
+    cache = {} if cache is None else cache
     for r in range(1, num_iterations + 1):
-        v, c = dynamic_routing(u_hat.unsqueeze(0), r)  # (1, J, D_out), (1, I, J)
-        lengths.append(v[0].norm(dim=-1))  # (J,)
-    stacked = torch.stack(lengths)  # (R, J)
-    return RoutingTrace(stacked, c[0], int(stacked[-1].argmax()))
+        if r not in cache:
+            cache[r] = route(u_hat, r)
+    lengths = torch.stack([cache[r][0] for r in range(1, num_iterations + 1)])  # (R, J)
+    return RoutingTrace(lengths, cache[num_iterations][1], int(lengths[-1].argmax()))
 
 
 def couplings_on_grid(couplings: torch.Tensor, label: int, num_types: int) -> torch.Tensor:

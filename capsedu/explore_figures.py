@@ -15,22 +15,11 @@ Shape legend:
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from capsedu.explore import PERTURBATION_VALUES, RoutingTrace, couplings_on_grid, perturbation_sweep
-
-
-def figure_png(figure: Figure) -> bytes:
-    r"""Draw ``figure`` with Agg and return it as PNG bytes."""
-    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
-    buffer = io.BytesIO()
-    canvas.print_png(buffer)
-    return buffer.getvalue()
 
 
 def _mosaic(tiles: list[list[np.ndarray]], gap: int = 1) -> np.ndarray:
@@ -85,10 +74,12 @@ class PerturbationFigure:
         classes = np.arange(num_classes)
         self.bars = self.ax_bars.bar(classes, np.zeros(num_classes), color="tab:gray")
         (self.baseline,) = self.ax_bars.plot(classes, np.zeros(num_classes), "_", color="black",
-                                             markersize=14, label="unperturbed")
+                                             markersize=14)
         self.ax_bars.set(xticks=classes, ylim=(0, 1.3), xlabel="digit class",
-                         ylabel="capsule length ||v||", title="Capsule lengths")
-        self.ax_bars.legend(loc="upper right", fontsize=8)
+                         ylabel="capsule length ||v||",
+                         title="Capsule lengths (black tick: before perturbing)")
+        self.artists = [self.original, self.reconstruction, self.title_in, self.title_out,
+                        *self.bars, self.baseline]  # what update() changes
 
     def update(self, original: torch.Tensor, reconstruction: torch.Tensor, lengths: torch.Tensor,
                baseline: torch.Tensor, label: int, true_label: int, moved: int) -> None:
@@ -119,20 +110,23 @@ class RoutingFigure:
                                       interpolation="nearest")
         self.ax_map.set_xticks([]), self.ax_map.set_yticks([])
         self.title_map = self.ax_map.set_title("")
-        self.figure.colorbar(self.map, ax=self.ax_map, shrink=0.8, label="coupling $c_{ij}$ (scale fixed per image)")
+        self.figure.colorbar(self.map, ax=self.ax_map, shrink=0.8,
+                             label="coupling $c_{ij}$ (scale fixed per image)")
         types = np.arange(num_types)
         self.type_bars = self.ax_types.bar(types, np.zeros(num_types), color="tab:green")
-        self.ax_types.axhline(1 / num_classes, color="black", linestyle=":", label="uniform 1/J")
+        self.uniform = self.ax_types.axhline(1 / num_classes, color="black", linestyle=":")
         self.ax_types.set(ylim=(0, 1), xlabel="primary capsule type", ylabel="mean coupling",
-                          xticks=types[::2] if num_types > 16 else types,
-                          title="Mean coupling per capsule type")
-        self.ax_types.legend(loc="upper right", fontsize=8)
+                          xticks=types[::2] if num_types > 8 else types,
+                          title="Mean coupling per capsule type (dotted: 1/J)")
         self.lines = [self.ax_lines.plot([], [], marker="o", markersize=3, label=str(k))[0]
                       for k in range(num_classes)]
         self.ax_lines.set(xlim=(0.7, max_iterations + 0.3), ylim=(0, 1), xlabel="routing iterations r",
                           ylabel="capsule length ||v_j||", title="Capsule lengths after r iterations",
                           xticks=range(1, max_iterations + 1))
-        self.ax_lines.legend(title="class", ncol=2, fontsize=7, title_fontsize=7, loc="center right")
+        self.ax_lines.legend(title="class", fontsize=7, title_fontsize=7, loc="center left",
+                             bbox_to_anchor=(1.01, 0.5))
+        self.artists = [self.input, self.title_img, self.map, self.title_map, *self.type_bars,
+                        self.uniform, *self.lines]  # what update() changes (not the colour scale)
 
     def update(self, image: torch.Tensor, trace: RoutingTrace, true_label: int,
                scale: float = 1.0) -> None:

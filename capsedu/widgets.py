@@ -32,8 +32,9 @@ from capsedu.explore import (
     perturbed_reconstructions,
     routing_trace,
 )
-from capsedu.explore_figures import PerturbationFigure, RoutingFigure, figure_png, perturbation_grid
+from capsedu.explore_figures import PerturbationFigure, RoutingFigure, perturbation_grid
 from capsedu.model import CapsNet
+from capsedu.render import BlitRenderer
 
 __all__ = ["PerturbationExplorer", "RoutingExplorer", "perturbation_explorer", "perturbation_grid",
            "routing_explorer"]
@@ -73,9 +74,15 @@ class _Explorer:
         return int(self.dataset.labels[self.index.value])
 
     def redraw(self) -> None:
-        r"""Re-render the (already updated) figure into the image widget."""
-        self.view.value = figure_png(self.figure)
+        r"""Re-render the (already updated) figure into the image widget; blits unless invalidated."""
+        self.view.value = self.renderer.png()
         self.redraws += 1
+
+    def snapshot(self) -> Any:
+        r"""What the widget shows now, as an ``IPython.display.Image`` (for static copies)."""
+        from IPython.display import Image
+
+        return Image(data=self.view.value, format="png")
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -99,6 +106,7 @@ class PerturbationExplorer(_Explorer):
         self.reset_button = widgets.Button(description="reset", icon="undo")
         self.panel = PerturbationFigure(cfg.num_classes, cfg.image_size)
         self.figure = self.panel.figure
+        self.renderer = BlitRenderer(self.figure, self.panel.artists)
         self.encoded: Encoded | None = None
         self.select_image()
         self.index.observe(lambda _: self.select_image(), names="value")
@@ -162,6 +170,7 @@ class RoutingExplorer(_Explorer):
                                             continuous_update=True)
         self.panel = RoutingFigure(cfg.primary_types, cfg.num_classes, max_iterations, cfg.image_size)
         self.figure = self.panel.figure
+        self.renderer = BlitRenderer(self.figure, self.panel.artists)
         self.select_image()
         self.index.observe(lambda _: self.select_image(), names="value")
         self.iterations.observe(lambda _: self.update(), names="value")
@@ -170,13 +179,15 @@ class RoutingExplorer(_Explorer):
     def select_image(self) -> None:
         r"""Compute :math:`\hat{\mathbf u}_{j|i}` once for the chosen image, then route and redraw."""
         self.u_hat = encode_image(self.model, self.dataset.images[self.index.value]).u_hat  # (I, J, D_out)
-        strongest = float(routing_trace(self.u_hat, self.iterations.max).couplings.max())
+        self.routes: dict = {}  # r -> (lengths, couplings) of this image, each routed once
+        strongest = float(routing_trace(self.u_hat, self.iterations.max, self.routes).couplings.max())
         self.scale = max(strongest, 2 / self.model.config.num_classes)  # colour scale, fixed per image
+        self.renderer.invalidate()  # the colour bar and the bar chart's y range changed
         self.update()
 
     def update(self) -> None:
         r"""Route the cached ``u_hat`` with r = 1..``iterations`` and redraw in place."""
-        self.trace: RoutingTrace = routing_trace(self.u_hat, self.iterations.value)
+        self.trace: RoutingTrace = routing_trace(self.u_hat, self.iterations.value, self.routes)
         self.panel.update(self.image(), self.trace, self.true_label(), self.scale)
         self.redraw()
 

@@ -150,3 +150,36 @@ def test_bad_arguments_are_named(model, dataset):
     with pytest.raises(ValueError, match="dataset"):
         empty = capsedu.MNISTData(torch.zeros(0, 1, 28, 28), torch.zeros(0, dtype=torch.long), "x")
         perturbation_explorer(model, empty)
+
+
+def _pixels(png: bytes):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+
+
+def test_blitted_frames_equal_a_full_redraw(strong_model, dataset):
+    from capsedu.render import figure_png
+
+    ex = routing_explorer(strong_model, dataset)
+    full_draws = ex.renderer.full_draws
+    for value in (1, 5, 2):
+        ex.iterations.value = value
+    assert ex.renderer.full_draws == full_draws  # slider moves only blit
+    blitted = _pixels(ex.view.value)
+    for artist in ex.renderer.artists + ex.renderer.overlays:
+        artist.set_animated(False)
+    full = _pixels(figure_png(ex.figure))
+    assert blitted.shape == full.shape
+    assert (abs(blitted - full) > 8).mean() < 0.001
+    ex.index.value = 1
+    assert ex.renderer.full_draws == full_draws + 1  # a new image redraws the colour scale
+
+
+def test_snapshot_is_what_the_widget_shows(model, dataset):
+    ex = perturbation_explorer(model, dataset)
+    ex.sliders[1].value = 0.1
+    assert ex.snapshot().data == ex.view.value

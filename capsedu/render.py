@@ -1,0 +1,73 @@
+r"""Render a matplotlib figure to PNG quickly when only a few of its artists change.
+
+:class:`BlitRenderer` draws the figure's static parts (axes, ticks, labels, legends, colour bars)
+once, keeps that background as pixels, and for each later frame restores it and draws only the
+artists that change - the standard matplotlib *blitting* technique, here on an off-screen Agg
+canvas whose pixels are then encoded as PNG for an ``ipywidgets.Image``. This is what keeps the
+lesson-07 explorers within their latency goals on a laptop CPU.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+from matplotlib.artist import Artist
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from PIL import Image
+
+
+def figure_png(figure: Figure) -> bytes:
+    r"""Draw the whole ``figure`` with Agg and return it as PNG bytes."""
+    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    canvas.print_png(buffer)
+    return buffer.getvalue()
+
+
+class BlitRenderer:
+    r"""PNG frames of ``figure`` where only ``artists`` change between frames.
+
+    Legends and other static parts stay in the background, so keep them clear of the changing
+    artists (e.g. a legend outside the axes). Call :meth:`invalidate` after changing anything
+    else (axis limits, colour scale, layout): the next frame then redraws the background. The first full draw fixes the layout (a constrained
+    layout is computed once and then frozen) so that the saved background stays valid.
+    """
+
+    def __init__(self, figure: Figure, artists: Sequence[Artist], compress_level: int = 1) -> None:
+        if not isinstance(figure, Figure):
+            raise TypeError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
+        self.figure, self.artists, self.compress_level = figure, list(artists), compress_level
+        self.canvas = FigureCanvasAgg(figure)
+        axes = list(dict.fromkeys(a.axes for a in self.artists if a.axes is not None))
+        self.overlays = [spine for ax in axes for spine in ax.spines.values()]  # drawn on top
+        for artist in self.artists + self.overlays:
+            artist.set_animated(True)  # left out of the background, drawn on every frame
+        self.background = None
+        self.full_draws = 0
+
+    def invalidate(self) -> None:
+        r"""Redraw the static background on the next frame."""
+        self.background = None
+
+    def png(self) -> bytes:
+        r"""One frame: the background (redrawn only if invalid) plus every changing artist."""
+        if self.background is None:
+            self.canvas.draw()
+            self.figure.set_layout_engine("none")  # keep the positions the background was drawn with
+            self.background = self.canvas.copy_from_bbox(self.figure.bbox)
+            self.full_draws += 1
+        else:
+            self.canvas.restore_region(self.background)
+        renderer = self.canvas.get_renderer()
+        for artist in self.artists:
+            artist.draw(renderer)
+        for overlay in self.overlays:
+            overlay.draw(renderer)
+        width, height = self.canvas.get_width_height()
+        frame = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA",
+                                 0, 1)
+        buffer = io.BytesIO()
+        frame.convert("RGB").save(buffer, format="png", compress_level=self.compress_level)
+        return buffer.getvalue()
