@@ -270,9 +270,9 @@ print("r = 1: detach_inner makes no difference to the gradient")
 #
 # Coupling coefficients of an untrained network tell you nothing, so we train one here.
 # **This model is trained only briefly**: the CPU configuration (`CapsNetConfig.cpu()`, a
-# narrower network with the paper's routing and decoder) for one epoch on the 5,000-image
-# training set (a few hundred images in the quick test profile, whose pictures are therefore
-# much less clear). One epoch gets it to roughly 90 % test accuracy, far from the paper's
+# narrower network with the paper's routing and decoder) for one epoch over the training images
+# (4,000-5,000 of them, depending on the MNIST source found; a few hundred in the quick test
+# profile, whose pictures are therefore much less clear). One epoch gets it to roughly 90 % test accuracy, far from the paper's
 # 99.75 %, but it already routes like a real CapsNet. Lesson 06 trains it properly.
 
 # %%

@@ -183,7 +183,8 @@ for bad_targets in (torch.tensor([3, 12]), torch.tensor([[0.0, 0.5] + [0.0] * 8]
 # present class alone. Split the loss of a real batch into its two parts:
 
 # %%
-images = capsedu.load_mnist("train").subset(32, seed=0)
+train_data = capsedu.load_mnist("train")
+images = train_data.subset(32, seed=0)
 with torch.no_grad():
     start_lengths = CapsNet(CapsNetConfig.cpu())(images.images).lengths  # (B, J)
 targets = torch.nn.functional.one_hot(images.labels, 10).float()  # (B, J)
@@ -208,11 +209,10 @@ print(f"loss {float(total):.3f} = present part {float(present_part):.3f} "
 # do is $p = \frac12$ each, a loss of $2\ln 2$ (summing $-\ln p_k$ over the present classes).
 
 # %%
-digits = capsedu.load_mnist("train", verbose=False)
-first = int((digits.labels == 3).nonzero()[0])
-second = int((digits.labels == 5).nonzero()[0])
-overlay = torch.maximum(digits.images[first].roll(-3, dims=2),
-                        digits.images[second].roll(3, dims=2))  # (1, 28, 28)
+first = int((train_data.labels == 3).nonzero()[0])
+second = int((train_data.labels == 5).nonzero()[0])
+overlay = torch.maximum(train_data.images[first].roll(-3, dims=2),
+                        train_data.images[second].roll(3, dims=2))  # (1, 28, 28)
 pair_targets = torch.zeros(1, 10)
 pair_targets[0, [3, 5]] = 1.0  # multi-hot: a 3 and a 5
 ideal = torch.full((1, 10), 0.05)
