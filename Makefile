@@ -34,7 +34,7 @@ notebooks: install
 	CAPSEDU_FAST=1 $(PY) -m pytest notebooks --nbval-lax --nbval-current-env
 
 lint: install
-	$(VENV)/bin/ruff check capsedu tests
+	$(VENV)/bin/ruff check capsedu tests benchmarks book/_ext notebooks
 
 # After editing a lesson's .py file: update its .ipynb pair (keeps outputs; re-run to refresh them).
 sync: install

@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{group:<18} {forward:>11.0f} {backward:>12.0f} {forward + backward:>9.0f} "
               f"{100 * (forward + backward) / total:>5.1f}%")
     print(f"{'step':<18} {'':>11} {'':>12} {total:>9.0f}")
-    print(f"\nbusiest operators (self CPU time per step):")
+    print("\nbusiest operators (self CPU time per step):")
     events = [e for e in prof.key_averages() if not e.key.startswith(("forward:", "backward:"))]
     for event in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:args.ops]:
         print(f"  {event.key:<45} {event.self_cpu_time_total / 1000 / args.steps:>8.0f} ms")

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from capsedu._validate import (require_finite, require_labels, require_nonempty_batch,
-                               require_tensor)
+from capsedu._validate import require_finite, require_labels, require_nonempty_batch, require_tensor
 
 
 def _as_multi_hot(targets: object, batch: int, num_classes: int) -> torch.Tensor:

@@ -17,8 +17,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from capsedu._validate import (require_finite, require_labels, require_nonempty_batch,
-                               require_tensor)
+from capsedu._validate import require_finite, require_labels, require_nonempty_batch, require_tensor
 from capsedu.layers import DigitCaps, PrimaryCaps
 
 

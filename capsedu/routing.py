@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from capsedu._validate import (require_finite, require_int, require_nonempty_batch,
-                               require_tensor)
+from capsedu._validate import require_finite, require_int, require_nonempty_batch, require_tensor
 from capsedu.squash import squash
 
 

@@ -1,12 +1,11 @@
 """pyproject.toml (pip) and environment.yml (conda) must describe one and the same environment."""
 
 import re
+
 import tomllib
-
 import yaml
-from packaging.requirements import Requirement
-
 from conftest import REPO
+from packaging.requirements import Requirement
 
 CONDA_TO_PYPI = {"pytorch": "torch"}  # conda-forge names that differ from PyPI names
 NOT_PACKAGES = {"python", "pip"}

@@ -9,7 +9,6 @@ import re
 
 import jupytext
 import pytest
-
 from conftest import REPO
 
 NOTEBOOKS = REPO / "notebooks"

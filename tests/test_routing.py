@@ -1,6 +1,5 @@
 import pytest
 import torch
-
 from torch.autograd.gradcheck import GradcheckError
 
 from capsedu import dynamic_routing, squash
@@ -10,7 +9,7 @@ def routing_by_loops(u_hat: torch.Tensor, num_iterations: int) -> tuple[torch.Te
     """Procedure 1 written with explicit loops over batch, i and j (slow, obviously right)."""
     B, I, J, D = u_hat.shape
     b = [[[0.0] * J for _ in range(I)] for _ in range(B)]
-    for r in range(num_iterations):
+    for _ in range(num_iterations):
         v = torch.zeros(B, J, D, dtype=u_hat.dtype)
         c = torch.zeros(B, I, J, dtype=u_hat.dtype)
         for n in range(B):

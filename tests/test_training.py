@@ -2,8 +2,17 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from capsedu import (CapsNet, CapsNetConfig, evaluate, fit, load_checkpoint, load_mnist,
-                     random_shift, save_checkpoint, set_seed)
+from capsedu import (
+    CapsNet,
+    CapsNetConfig,
+    evaluate,
+    fit,
+    load_checkpoint,
+    load_mnist,
+    random_shift,
+    save_checkpoint,
+    set_seed,
+)
 
 
 @pytest.fixture(scope="module")
