@@ -9,7 +9,7 @@ processes, CPU time much less so.
 
 Usage (from the repository root, with the official MNIST files under ``$CAPSEDU_DATA``)::
 
-    CAPSEDU_DATA=/path/to/data python benchmarks/time_to_accuracy.py --epochs 7
+    CAPSEDU_DATA=/path/to/data python benchmarks/time_to_accuracy.py
 
 It also writes the trained checkpoint and its metrics JSON (``--out``, a temporary folder by
 default), so a run can be shipped with ``--out capsedu/weights/capsnet_cpu.pt``.
