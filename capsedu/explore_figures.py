@@ -95,6 +95,20 @@ class PerturbationFigure:
         self.baseline.set_ydata(baseline.cpu().numpy())
 
 
+def coupling_scales(trace: RoutingTrace, num_types: int, num_classes: int) -> tuple[float, float]:
+    r"""Colour-scale top and per-type bar top that show the couplings of ``trace`` (its last r).
+
+    The colour scale ends at the 95th percentile of the couplings toward the predicted class
+    (a few very strong capsules would otherwise make every other one look alike), the bars at
+    1.3 times the largest per-type mean; neither goes below twice the uniform coupling 1/J.
+    """
+    toward = trace.couplings[:, trace.prediction]  # (I,)
+    floor = 2 / num_classes
+    colour_top = max(float(toward.quantile(0.95)), floor)
+    bar_top = max(1.3 * float(toward.view(num_types, -1).mean(dim=1).max()), floor)
+    return colour_top, bar_top
+
+
 class RoutingFigure:
     r"""Input and prediction | couplings on the primary grid | per-type mean | lengths per iteration."""
 
@@ -110,7 +124,7 @@ class RoutingFigure:
                                       interpolation="nearest")
         self.ax_map.set_xticks([]), self.ax_map.set_yticks([])
         self.title_map = self.ax_map.set_title("")
-        self.figure.colorbar(self.map, ax=self.ax_map, shrink=0.8,
+        self.figure.colorbar(self.map, ax=self.ax_map, shrink=0.8, extend="max",
                              label="coupling $c_{ij}$ (scale fixed per image)")
         types = np.arange(num_types)
         self.type_bars = self.ax_types.bar(types, np.zeros(num_types), color="tab:green")
@@ -129,10 +143,11 @@ class RoutingFigure:
                         self.uniform, *self.lines]  # what update() changes (not the colour scale)
 
     def update(self, image: torch.Tensor, trace: RoutingTrace, true_label: int,
-               scale: float = 1.0) -> None:
+               scale: float = 1.0, bar_top: float = 1.0) -> None:
         r"""Redraw for one image (H, W) and its routing ``trace`` (R iterations).
 
-        ``scale`` is the top of the coupling colour scale; keep it fixed while only r changes.
+        ``scale`` is the top of the coupling colour scale and ``bar_top`` that of the per-type
+        bars; keep both fixed while only r changes (:func:`coupling_scales` computes them).
         """
         self.input.set_data(image.cpu().numpy())
         iterations = trace.lengths.shape[0]
@@ -144,7 +159,7 @@ class RoutingFigure:
         mosaic = _mosaic(rows)  # (rows*(G+1)-1, columns*(G+1)-1)
         self.map.set_data(np.ma.masked_invalid(mosaic))
         self.map.set_clim(0, scale)
-        self.ax_types.set_ylim(0, scale)
+        self.ax_types.set_ylim(0, bar_top)
         self.map.set_extent((-0.5, mosaic.shape[1] - 0.5, mosaic.shape[0] - 0.5, -0.5))
         self.title_map.set_text(f"Couplings toward class {trace.prediction}\n"
                                 f"({self.num_types} types, each on its {grid.shape[1]}x{grid.shape[2]} grid)")

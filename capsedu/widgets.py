@@ -32,7 +32,8 @@ from capsedu.explore import (
     perturbed_reconstructions,
     routing_trace,
 )
-from capsedu.explore_figures import PerturbationFigure, RoutingFigure, perturbation_grid
+from capsedu.explore_figures import (PerturbationFigure, RoutingFigure, coupling_scales,
+                                     perturbation_grid)
 from capsedu.model import CapsNet
 from capsedu.render import BlitRenderer
 
@@ -180,15 +181,16 @@ class RoutingExplorer(_Explorer):
         r"""Compute :math:`\hat{\mathbf u}_{j|i}` once for the chosen image, then route and redraw."""
         self.u_hat = encode_image(self.model, self.dataset.images[self.index.value]).u_hat  # (I, J, D_out)
         self.routes: dict = {}  # r -> (lengths, couplings) of this image, each routed once
-        strongest = float(routing_trace(self.u_hat, self.iterations.max, self.routes).couplings.max())
-        self.scale = max(strongest, 2 / self.model.config.num_classes)  # colour scale, fixed per image
+        most_routed = routing_trace(self.u_hat, self.iterations.max, self.routes)
+        cfg = self.model.config
+        self.scale, self.bar_top = coupling_scales(most_routed, cfg.primary_types, cfg.num_classes)
         self.renderer.invalidate()  # the colour bar and the bar chart's y range changed
         self.update()
 
     def update(self) -> None:
         r"""Route the cached ``u_hat`` with r = 1..``iterations`` and redraw in place."""
         self.trace: RoutingTrace = routing_trace(self.u_hat, self.iterations.value, self.routes)
-        self.panel.update(self.image(), self.trace, self.true_label(), self.scale)
+        self.panel.update(self.image(), self.trace, self.true_label(), self.scale, self.bar_top)
         self.redraw()
 
 

@@ -183,3 +183,18 @@ def test_snapshot_is_what_the_widget_shows(model, dataset):
     ex = perturbation_explorer(model, dataset)
     ex.sliders[1].value = 0.1
     assert ex.snapshot().data == ex.view.value
+
+
+def test_coupling_scales_ignore_a_few_extreme_capsules():
+    from capsedu.explore import RoutingTrace
+    from capsedu.explore_figures import coupling_scales
+
+    couplings = torch.full((288, 10), 0.1)  # (I, J): uniform ...
+    couplings[:, 3] = 0.3  # ... but more toward the predicted class 3,
+    couplings[:2, 3] = 0.95  # and two capsules almost all-in
+    trace = RoutingTrace(torch.rand(3, 10), couplings, prediction=3)
+    colour_top, bar_top = coupling_scales(trace, num_types=8, num_classes=10)
+    assert colour_top == pytest.approx(0.3)  # the 95th percentile, not the 0.95 outliers
+    assert bar_top == pytest.approx(1.3 * (0.3 * 34 + 0.95 * 2) / 36)  # type 0 holds the outliers
+    flat = RoutingTrace(torch.rand(3, 10), torch.full((288, 10), 0.1), prediction=0)
+    assert coupling_scales(flat, 8, 10) == (pytest.approx(0.2), pytest.approx(0.2))  # 2/J floor
