@@ -54,9 +54,8 @@ from capsedu.explore import (couplings_on_grid, encode_image, perturbation_sweep
                              perturbed_reconstructions, routing_trace)
 from capsedu.widgets import perturbation_explorer, perturbation_grid, routing_explorer
 
-capsedu.set_seed(0)
-
 # %%
+capsedu.set_seed(0)
 model = capsedu.pretrained()  # the shipped CPU-configuration CapsNet, checksum verified
 config = model.config
 metrics = capsedu.pretrained_metrics()
@@ -105,7 +104,7 @@ image = test.images[0]  # (1, 28, 28): test digit number 0
 with torch.no_grad():
     capsules = model(image[None]).capsules[0]  # (J, D_out) = (10, 16)
     label = int(capsules.norm(dim=-1).argmax())
-    dim = 4
+    dim = 2
     moved = capsules.clone()
     moved[label, dim] += 0.25
     labels = torch.tensor([label])
@@ -408,18 +407,20 @@ check_couplings_for_class(couplings_for_class);
 # %%
 trace3 = routing_trace(encode_image(model, image).u_hat, 3)
 second = int(trace3.lengths[-1].argsort(descending=True)[1])
+top = float(trace3.couplings[:, [trace3.prediction, second]].quantile(0.95))  # colour scale
 fig, axes = plt.subplots(2, config.primary_types, figsize=(1.1 * config.primary_types, 2.9),
                          squeeze=False)
 for row, k in enumerate([trace3.prediction, second]):
     maps = couplings_for_class(trace3.couplings, k, config.primary_types)
     assert torch.equal(maps, couplings_on_grid(trace3.couplings, k, config.primary_types))
     for t in range(config.primary_types):
-        axes[row, t].imshow(maps[t], cmap="viridis", vmin=0, vmax=1)
+        axes[row, t].imshow(maps[t], cmap="viridis", vmin=0, vmax=top)
         axes[row, t].set_xticks([])
         axes[row, t].set_yticks([])
         axes[0, t].set_title(f"type {t}", fontsize=8)
     axes[row, 0].set_ylabel(f"to class {k}", fontsize=9)
-fig.suptitle("Couplings after 3 iterations, per capsule type (colour 0 to 1)")
+fig.suptitle(f"Couplings after 3 iterations, per capsule type (colour 0 to {top:.2f}; "
+             f"uniform is {1 / config.num_classes:.2f})")
 fig.tight_layout()
 plt.show()
 
