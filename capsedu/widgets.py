@@ -32,8 +32,12 @@ from capsedu.explore import (
     perturbed_reconstructions,
     routing_trace,
 )
-from capsedu.explore_figures import (PerturbationFigure, RoutingFigure, coupling_scales,
-                                     perturbation_grid)
+from capsedu.explore_figures import (
+    PerturbationFigure,
+    RoutingFigure,
+    coupling_scales,
+    perturbation_grid,
+)
 from capsedu.model import CapsNet
 from capsedu.render import BlitRenderer
 

@@ -71,3 +71,10 @@ def test_committed_with_outputs_and_checked_cells(lesson):
         f"{lesson} has no '# NBVAL_CHECK_OUTPUT' cell with stored output for nbval to compare"
     errors = [o for c in code for o in c["outputs"] if o.get("output_type") == "error"]
     assert not errors, f"{lesson}.ipynb stores an error output: {errors[0].get('ename')}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_readme_and_book_list_every_lesson(lesson):
+    assert f"`{lesson}`" in (REPO / "README.md").read_text(), f"README.md's lesson table lacks {lesson}"
+    assert f"notebooks/{lesson}\n" in (REPO / "book" / "_toc.yml").read_text(), \
+        f"book/_toc.yml lacks notebooks/{lesson}"
