@@ -270,15 +270,19 @@ if len(wrong) > 0:
     plt.show()
 
 # %% [markdown]
-# Type its test index into the routing explorer above and move the slider. Compare with a
-# confidently recognised digit: are the couplings toward the predicted class as concentrated? Here
-# is the explorer's figure for it after three iterations:
+# A second routing explorer, opened on this digit: move its slider and compare with the
+# confidently recognised 7 above. Are the couplings toward the predicted class as concentrated?
+# (You can also type any test index into either explorer.)
 
 # %%
-if len(wrong) > 0:
-    router.index.value = worst
-    router.iterations.value = 3
-router.snapshot()
+wrong_router = routing_explorer(model, test, index=worst if len(wrong) > 0 else 0)
+wrong_router
+
+# %% [markdown]
+# Its figure after three iterations, for readers without a kernel:
+
+# %%
+wrong_router.snapshot()
 
 # %% [markdown]
 # A number for "how much do the primary capsules agree": the mean coupling toward the predicted
