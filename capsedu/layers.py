@@ -15,9 +15,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from capsedu._validate import require_int, require_nonempty_batch, require_tensor
+from capsedu._validate import require_finite, require_int, require_nonempty_batch, require_tensor
 from capsedu.routing import dynamic_routing_fast
-from capsedu.squash import squash
+from capsedu.squash import squash_unchecked
 
 
 class PrimaryCaps(nn.Module):
@@ -44,12 +44,13 @@ class PrimaryCaps(nn.Module):
         if x.shape[1] != self.in_channels:
             raise ValueError(f"x must have {self.in_channels} channels (B, {self.in_channels}, H, W), "
                              f"got shape {tuple(x.shape)}")
+        require_finite("x", x)
         features = self.conv(x)  # (B, T*D_in, H', W')
         batch, _, height, width = features.shape
         u = features.view(batch, self.num_types, self.caps_dim, height, width)  # (B, T, D_in, H', W')
         u = u.permute(0, 1, 3, 4, 2)  # (B, T, H', W', D_in): the capsule vector last
         u = u.reshape(batch, self.num_types * height * width, self.caps_dim)  # (B, I, D_in)
-        return squash(u, dim=-1)
+        return squash_unchecked(u, dim=-1)  # (B, I, D_in), x was checked above
 
     def extra_repr(self) -> str:
         return f"num_types={self.num_types}, caps_dim={self.caps_dim}"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from capsedu._validate import require_finite, require_int, require_nonempty_batch, require_tensor
-from capsedu.squash import squash
+from capsedu.squash import squash, squash_unchecked
 
 
 def dynamic_routing(u_hat: torch.Tensor, num_iterations: int = 3,
@@ -97,7 +97,7 @@ def dynamic_routing_fast(u_hat: torch.Tensor, num_iterations: int = 3,
         if iteration == 0 and not torch.isfinite(s).all():
             raise ValueError("u_hat contains NaN or infinite values (or values so large that their "
                              "sum overflows); expected finite numbers")
-        v = squash(s, dim=-1)  # (B, J, D)  Eq. 1
+        v = squash_unchecked(s, dim=-1)  # (B, J, D)  Eq. 1 (s checked in iteration 0)
         if not last:
             v_blocks = (v.unsqueeze(-1) * eye.unsqueeze(1)).view(batch, num_out * dim, num_out)
             b = b + torch.bmm(u, v_blocks)  # (B, I, J)  agreement u_hat . v

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from capsedu._validate import require_tensor
+from capsedu._validate import require_finite, require_tensor
 
 
 def squash(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
@@ -33,6 +33,9 @@ def squash(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
 
     Returns:
         A tensor of the same shape whose vectors have length in [0, 1).
+
+    Raises:
+        ValueError: for NaN or infinite entries in ``s``, a ``dim`` out of range or ``eps <= 0``.
     """
     require_tensor("s", s, floating=True)
     if s.dim() == 0:
@@ -41,6 +44,16 @@ def squash(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
         raise ValueError(f"dim must be in [{-s.dim()}, {s.dim() - 1}] for s of shape {tuple(s.shape)}, got {dim}")
     if not eps > 0:
         raise ValueError(f"eps must be > 0, got {eps}")
+    require_finite("s", s)
+    return squash_unchecked(s, dim, eps)
+
+
+def squash_unchecked(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
+    r"""Eq. 1 exactly as :func:`squash`, without its input checks.
+
+    For the model's inner loops (``PrimaryCaps``, ``dynamic_routing_fast``), whose inputs are
+    checked once where they enter: a NaN scan per call would cost a device sync on a GPU.
+    """
     squared_norm = (s * s).sum(dim=dim, keepdim=True)  # (..., 1, ...)
     scale = squared_norm / (1.0 + squared_norm) / torch.sqrt(squared_norm + eps)
     return scale * s

@@ -54,3 +54,11 @@ def test_bad_inputs():
         PrimaryCaps(1, 0, 4)
     with pytest.raises(TypeError, match="out_dim must be an int"):
         DigitCaps(6, 4, 3, 5.0)
+
+
+def test_primary_caps_names_a_nan_input():
+    layer = PrimaryCaps(4, 2, 8, kernel_size=3, stride=2)
+    x = torch.zeros(1, 4, 9, 9)
+    x[0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="x contains 1 NaN"):
+        layer(x)

@@ -62,3 +62,19 @@ def test_bad_dim_and_eps():
         squash(torch.ones(2, 3), dim=2)
     with pytest.raises(ValueError, match="eps must be > 0"):
         squash(torch.ones(2, 3), eps=0.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nan_or_infinite_input_is_named(bad):
+    s = torch.ones(2, 3, 4)
+    s[1, 2, 0] = bad
+    with pytest.raises(ValueError, match=r"s contains 1 NaN or infinite value"):
+        squash(s)
+
+
+def test_unchecked_core_computes_the_same():
+    from capsedu.squash import squash_unchecked
+
+    s = torch.randn(3, 10, 16, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(squash_unchecked(s), squash(s), rtol=0, atol=0)
+    torch.testing.assert_close(squash_unchecked(s, dim=1), squash(s, dim=1), rtol=0, atol=0)
