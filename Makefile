@@ -20,8 +20,12 @@ $(STAMP): pyproject.toml
 	fi
 	@touch $@
 
+# LAB_ARGS passes options to JupyterLab (e.g. LAB_ARGS="--no-browser --port 8899"); as root (a
+# container, a cloud VM) it adds --allow-root, without which JupyterLab refuses to start.
+LAB_ARGS ?=
+ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
 
 # Unit tests, then every notebook executed by nbval in the fast profile.
 test: install
