@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.capsedu-installed
 
-.PHONY: install lab test unit notebooks lint sync clean
+.PHONY: install lab test unit notebooks lint sync student clean
 
 install: $(STAMP)
 
@@ -43,6 +43,10 @@ lint: install
 # After editing a lesson's .py file: update its .ipynb pair (keeps outputs; re-run to refresh them).
 sync: install
 	$(VENV)/bin/jupytext --sync notebooks/*.py
+
+# Handouts for a class: every lesson with its exercise solutions stubbed and outputs cleared.
+student: install
+	$(PY) -m capsedu.student --out build/student
 
 clean:
 	rm -rf $(VENV) .pytest_cache book/_build
