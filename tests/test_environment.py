@@ -45,3 +45,24 @@ def test_same_packages_and_bounds():
 def test_the_torch_pins_that_work_here():
     pip = pyproject_requirements()
     assert pip["torch"] == ">=2.14" and pip["torchvision"] == ">=0.29"
+
+
+def test_every_third_party_import_of_capsedu_is_a_declared_dependency():
+    import ast
+    import sys
+    from importlib.metadata import packages_distributions
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = {normalise(Requirement(line).name) for line in project["dependencies"]}
+    modules = set()
+    for path in (REPO / "capsedu").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    third_party = modules - set(sys.stdlib_module_names) - {"capsedu", "__future__"}
+    distributions = packages_distributions()
+    undeclared = {m: distributions.get(m) for m in third_party
+                  if not {normalise(d) for d in distributions.get(m, [m])} & declared}
+    assert not undeclared, f"capsedu imports modules whose packages pyproject.toml does not list: {undeclared}"
