@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import capsedu
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
@@ -24,3 +26,10 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "mnist" / "t10k-images-idx3-ubyte.gz").is_file():
         pytest.skip(f"the official MNIST test split is not at {SHARED_DATA}/mnist (only on dev/CI machines)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def model() -> capsedu.CapsNet:
+    """An untrained, seeded CPU-configuration CapsNet in eval mode (explorers, checks, widgets)."""
+    capsedu.set_seed(0)
+    return capsedu.CapsNet(capsedu.CapsNetConfig.cpu()).eval()

@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-import capsedu
 from capsedu.checks.exploring import (
     check_couplings_for_class,
     check_dimension_effects,
@@ -12,12 +11,6 @@ from capsedu.checks.exploring import (
     reference_dimension_effects,
 )
 from capsedu.explore import perturbation_sweep
-
-
-@pytest.fixture(scope="module")
-def model():
-    capsedu.set_seed(0)
-    return capsedu.CapsNet(capsedu.CapsNetConfig.cpu()).eval()
 
 
 @pytest.fixture(scope="module")

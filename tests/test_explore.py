@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-import capsedu
 from capsedu.explore import (
     PERTURBATION_VALUES,
     couplings_on_grid,
@@ -14,12 +13,6 @@ from capsedu.explore import (
     routing_trace,
     sweep_offsets,
 )
-
-
-@pytest.fixture(scope="module")
-def model():
-    capsedu.set_seed(0)
-    return capsedu.CapsNet(capsedu.CapsNetConfig.cpu()).eval()
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,6 @@ pytest.importorskip("ipywidgets")
 
 
 @pytest.fixture(scope="module")
-def model():
-    capsedu.set_seed(0)
-    return capsedu.CapsNet(capsedu.CapsNetConfig.cpu()).eval()
-
-
-@pytest.fixture(scope="module")
 def strong_model(model):
     """The same network with 50x larger W: untrained predictions are too short to move routing."""
     strong = copy.deepcopy(model)

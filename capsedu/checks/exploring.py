@@ -25,6 +25,11 @@ def _close(a: object, b: torch.Tensor) -> bool:
             and torch.allclose(a.detach().float().cpu(), b.float().cpu(), atol=1e-5))
 
 
+def _matching_hint(result: object, wrong: list[tuple[torch.Tensor, str]], default: str) -> str:
+    r"""The hint of the first typical mistake whose output ``result`` equals, else ``default``."""
+    return next((text for candidate, text in wrong if _close(result, candidate)), default)
+
+
 def _shape_hint(result: object, expected: tuple[int, ...], what: str) -> str | None:
     if result is None:
         return "your function returned None: did you forget the `return`?"
@@ -90,11 +95,8 @@ def check_dimension_effects(fn: Callable[[CapsNet, torch.Tensor], torch.Tensor],
                   ("you compared +0.25 with the unperturbed column: compare the two extremes, -0.25 "
                    "(column 0) and +0.25 (column -1)")),
                  (diff.abs().sum(dim=(1, 2)), "you summed over the pixels: take the mean")]
-        hint = "the numbers differ from the mean |image(+0.25) - image(-0.25)| over the pixels"
-        for candidate, text in wrong:
-            if _close(result, candidate):
-                hint = text
-                break
+        hint = _matching_hint(result, wrong, "the numbers differ from the mean "
+                                             "|image(+0.25) - image(-0.25)| over the pixels")
     return report(hint is None, "dimension_effects ranks the capsule's dimensions correctly.", hint or "")
 
 
@@ -137,9 +139,5 @@ def check_couplings_for_class(fn: Callable[[torch.Tensor, int, int], torch.Tenso
                                              "y (the row) comes before x")),
                  (c[:, (label + 1) % classes].reshape(types, side, side),
                   "wrong class column: take c[:, label]")]
-        hint = "the values differ from c[:, label] laid out as (T, G, G)"
-        for candidate, text in wrong:
-            if _close(result, candidate):
-                hint = text
-                break
+        hint = _matching_hint(result, wrong, "the values differ from c[:, label] laid out as (T, G, G)")
     return report(hint is None, "couplings_for_class puts every primary capsule in its place.", hint or "")
