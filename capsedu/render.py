@@ -31,8 +31,9 @@ class BlitRenderer:
 
     Legends and other static parts stay in the background, so keep them clear of the changing
     artists (e.g. a legend outside the axes). Call :meth:`invalidate` after changing anything
-    else (axis limits, colour scale, layout): the next frame then redraws the background. The first full draw fixes the layout (a constrained
-    layout is computed once and then frozen) so that the saved background stays valid.
+    else (axis limits, colour scale, layout): the next frame then redraws the background. The
+    first full draw fixes the layout (a constrained layout is computed once, then frozen) so
+    that the saved background stays valid.
     """
 
     def __init__(self, figure: Figure, artists: Sequence[Artist], compress_level: int = 1) -> None:
