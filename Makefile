@@ -40,13 +40,14 @@ notebooks: install
 lint: install
 	$(VENV)/bin/ruff check capsedu tests benchmarks book/_ext notebooks
 
-# After editing a lesson's .py file: update its .ipynb pair (keeps outputs; re-run to refresh them).
+# After editing a lesson's source notebooks/src/NN_name.py: update its .ipynb pair (keeps outputs;
+# `make execute` re-runs what changed).
 sync: install
-	$(VENV)/bin/jupytext --sync notebooks/*.py
+	$(VENV)/bin/jupytext --sync notebooks/src/*.py
 
 # Handouts for a class: every lesson with its exercise solutions stubbed and outputs cleared.
 student: install
-	$(PY) -m capsedu.student --out build/student
+	$(PY) -m capsedu.course.handouts --out build/student
 
 clean:
 	rm -rf $(VENV) .pytest_cache book/_build

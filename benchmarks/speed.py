@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_impls import REFERENCE_HEADS, ReferenceCapsNet  # noqa: E402
 
 from capsedu import CapsNet, CapsNetConfig, margin_loss, reconstruction_loss  # noqa: E402
-from capsedu.routing import dynamic_routing, dynamic_routing_fast  # noqa: E402
+from capsedu.nets.routing import dynamic_routing, dynamic_routing_fast  # noqa: E402
 
 CAPSEDU = "capsedu"
 

@@ -23,10 +23,10 @@ import tempfile
 from pathlib import Path
 
 import torch
-
-from capsedu.data import data_root
-from capsedu.model import CapsNetConfig
 from capsedu.pretrain import Recipe, pretrain
+
+from capsedu.data.mnist import data_root
+from capsedu.nets.capsnet import CapsNetConfig
 
 TARGETS = (0.98, 0.985)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import torch
 
 import capsedu
-from capsedu.widgets import perturbation_explorer, routing_explorer
+from capsedu.explore.widgets import perturbation_explorer, routing_explorer
 
 
 def load_model(checkpoint: str | None) -> tuple[capsedu.CapsNet, str]:

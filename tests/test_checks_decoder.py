@@ -1,18 +1,18 @@
-"""Tests for capsedu.checks.decoder: right answers pass, typical mistakes get their own hint."""
+"""Tests for capsedu.course.checks.decoder: right answers pass, typical mistakes get their own hint."""
 
 import pytest
 import torch
 from torch import nn
 
 from capsedu import CapsNet, CapsNetConfig, mask_capsules, reconstruction_loss
-from capsedu.checks.decoder import (
+from capsedu.course.checks.decoder import (
     check_decoder,
     check_mask,
     check_reconstruct_as,
     check_reconstruction_loss,
     check_total_loss,
 )
-from capsedu.losses import margin_loss
+from capsedu.nets.losses import margin_loss
 
 
 def assert_hint(result, *fragments):

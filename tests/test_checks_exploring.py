@@ -1,16 +1,16 @@
-"""capsedu.checks.exploring: right answers pass, each typical mistake gets its own hint."""
+"""capsedu.course.checks.exploring: right answers pass, each typical mistake gets its own hint."""
 
 import pytest
 import torch
 
-from capsedu.checks.exploring import (
+from capsedu.course.checks.exploring import (
     check_couplings_for_class,
     check_dimension_effects,
     check_dimension_names,
     check_perturb_dimension,
     reference_dimension_effects,
 )
-from capsedu.explore import perturbation_sweep
+from capsedu.explore.probes import perturbation_sweep
 
 
 @pytest.fixture(scope="module")

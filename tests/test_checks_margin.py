@@ -1,4 +1,4 @@
-"""Tests for capsedu.checks.margin: right answers pass, each typical bug gets its own hint."""
+"""Tests for capsedu.course.checks.margin: right answers pass, each typical bug gets its own hint."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from capsedu import margin_loss
-from capsedu.checks.margin import (
+from capsedu.course.checks.margin import (
     MISSING_LAMBDA_HINT,
     UNSQUARED_HINT,
     check_margin_loss,

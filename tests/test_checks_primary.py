@@ -1,9 +1,9 @@
-"""Tests for capsedu.checks.primary: right answers pass, typical mistakes get their own hint."""
+"""Tests for capsedu.course.checks.primary: right answers pass, typical mistakes get their own hint."""
 
 import torch
 
 from capsedu import squash
-from capsedu.checks.primary import check_grid_size, check_length_map, check_to_capsules
+from capsedu.course.checks.primary import check_grid_size, check_length_map, check_to_capsules
 
 
 def to_capsules(features, num_types, caps_dim):

@@ -1,4 +1,4 @@
-"""Tests for capsedu.checks.routing: right answers pass, each typical bug gets its own hint."""
+"""Tests for capsedu.course.checks.routing: right answers pass, each typical bug gets its own hint."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from capsedu import dynamic_routing, squash
-from capsedu.checks.routing import check_predictions, check_routing, check_routing_history
+from capsedu.course.checks.routing import check_predictions, check_routing, check_routing_history
 
 
 def make_routing(softmax_dim=2, do_squash=True, update="add", extra=0, c_after_update=False):

@@ -1,11 +1,11 @@
-"""Tests for capsedu.checks.squash: right answers pass, typical mistakes get their own hint."""
+"""Tests for capsedu.course.checks.squash: right answers pass, typical mistakes get their own hint."""
 
 import math
 
 import torch
 
 from capsedu import squash
-from capsedu.checks.squash import check_input_length_for, check_squash
+from capsedu.course.checks.squash import check_input_length_for, check_squash
 
 
 def reference(s, eps=1e-8):

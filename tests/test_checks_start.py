@@ -1,8 +1,8 @@
-"""Tests for capsedu.checks.start: right answers pass, typical mistakes get their own hint."""
+"""Tests for capsedu.course.checks.start: right answers pass, typical mistakes get their own hint."""
 
 import torch
 
-from capsedu.checks.start import check_capsule_length, check_pose_angle
+from capsedu.course.checks.start import check_capsule_length, check_pose_angle
 
 
 def test_capsule_length_passes_with_the_euclidean_norm(capsys):

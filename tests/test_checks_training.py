@@ -1,10 +1,10 @@
-"""Tests for capsedu.checks.training: right answers pass, typical mistakes get their own hint."""
+"""Tests for capsedu.course.checks.training: right answers pass, typical mistakes get their own hint."""
 
 import pytest
 import torch
 
 from capsedu import capsnet_loss, margin_loss
-from capsedu.checks.training import check_accuracy, check_confusion_matrix, check_train_step
+from capsedu.course.checks.training import check_accuracy, check_confusion_matrix, check_train_step
 
 
 def assert_hint(result, *fragments):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from capsedu import DataFileError, load_mnist, random_shift
-from capsedu import data as data_module
+from capsedu.data import mnist as data_module
 
 
 def write_idx(path, array: torch.Tensor) -> None:

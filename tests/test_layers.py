@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from capsedu import DigitCaps, PrimaryCaps, squash
+from capsedu import CapsNet, CapsNetConfig, DigitCaps, PrimaryCaps, squash
 
 
 def test_primary_caps_paper_shapes(rng):
@@ -56,9 +56,15 @@ def test_bad_inputs():
         DigitCaps(6, 4, 3, 5.0)
 
 
-def test_primary_caps_names_a_nan_input():
-    layer = PrimaryCaps(4, 2, 8, kernel_size=3, stride=2)
-    x = torch.zeros(1, 4, 9, 9)
-    x[0, 0, 0, 0] = float("nan")
+def test_a_training_step_scans_its_input_for_nan_once(monkeypatch):
+    """The network checks x once where it enters; layers, routing and loss add no scan."""
+    model = CapsNet(CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4))
+    images, labels = torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3])
+    scans = []
+    original = torch.isfinite
+    monkeypatch.setattr(torch, "isfinite", lambda x: scans.append(tuple(x.shape)) or original(x))
+    model.loss(images, labels).value.backward()
+    assert scans == [(3, 1, 28, 28)]
+    images[0, 0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="x contains 1 NaN"):
-        layer(x)
+        model.loss(images, labels)

@@ -12,9 +12,10 @@ import pytest
 from conftest import REPO
 
 NOTEBOOKS = REPO / "notebooks"
+SOURCES = NOTEBOOKS / "src"  # the py:percent sources, paired by notebooks/jupytext.toml
 CORE_LESSONS = ["00_start_here", "01_squash", "02_primary_capsules", "03_dynamic_routing",
                 "04_margin_loss", "05_decoder", "06_training"]
-LESSONS = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+LESSONS = sorted(p.stem for p in SOURCES.glob("[0-9][0-9]_*.py"))
 SKELETON = ["Learning objectives", "Prerequisites and time", "Build it", "Check it", "Use capsedu",
             "Explore", "Exercises", "Summary", "What's next"]
 
@@ -32,15 +33,20 @@ def test_the_core_lessons_exist_in_order():
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_pair_is_in_sync(lesson):
     ipynb = NOTEBOOKS / f"{lesson}.ipynb"
-    assert ipynb.is_file(), f"{lesson}.py has no paired .ipynb: run `jupytext --sync notebooks/{lesson}.py`"
-    source = [c.source.strip() for c in jupytext.read(NOTEBOOKS / f"{lesson}.py").cells]
+    assert ipynb.is_file(), f"src/{lesson}.py has no paired .ipynb: run `make sync`"
+    source = [c.source.strip() for c in jupytext.read(SOURCES / f"{lesson}.py").cells]
     paired = [c.source.strip() for c in jupytext.read(ipynb).cells]
-    assert source == paired, f"{lesson}.py and .ipynb differ: run `jupytext --sync notebooks/{lesson}.py`"
+    assert source == paired, f"src/{lesson}.py and {lesson}.ipynb differ: run `make sync`"
+
+
+def test_the_file_browser_shows_each_lesson_once():
+    assert not list(NOTEBOOKS.glob("*.py")), "lesson sources belong in notebooks/src/"
+    assert sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) == LESSONS
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_skeleton_headings_in_order(lesson):
-    headings = markdown_headings(jupytext.read(NOTEBOOKS / f"{lesson}.py"))
+    headings = markdown_headings(jupytext.read(SOURCES / f"{lesson}.py"))
     assert re.match(rf"# Lesson {lesson[:2]} — \S", headings[0]), f"first heading is {headings[0]!r}"
     level2 = [h[3:].strip() for h in headings if h.startswith("## ")]
     positions = [level2.index(name) if name in level2 else -1 for name in SKELETON]
@@ -51,14 +57,14 @@ def test_skeleton_headings_in_order(lesson):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_exercises_have_solutions_followed_by_a_check(lesson):
-    cells = jupytext.read(NOTEBOOKS / f"{lesson}.py").cells
+    cells = jupytext.read(SOURCES / f"{lesson}.py").cells
     solution_cells = [i for i, c in enumerate(cells) if c.cell_type == "code"
                       and "### BEGIN SOLUTION" in c.source and "### END SOLUTION" in c.source]
     assert len(solution_cells) >= 2, f"{lesson} has {len(solution_cells)} exercise solution cells, expected >= 2"
     for i in solution_cells:
         following = next(c for c in cells[i + 1:] if c.cell_type == "code")
-        assert re.search(r"\bcheck\w*\(", following.source) and "capsedu.checks" in "".join(
-            c.source for c in cells), f"{lesson}: the solution in cell {i} is not followed by a capsedu.checks call"
+        assert re.search(r"\bcheck\w*\(", following.source) and "capsedu.course.checks" in "".join(
+            c.source for c in cells), f"{lesson}: the solution in cell {i} is not followed by a capsedu.course.checks call"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

@@ -73,7 +73,7 @@ def test_nan_or_infinite_input_is_named(bad):
 
 
 def test_unchecked_core_computes_the_same():
-    from capsedu.squash import squash_unchecked
+    from capsedu.nets.squash import squash_unchecked
 
     s = torch.randn(3, 10, 16, generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(squash_unchecked(s), squash(s), rtol=0, atol=0)

@@ -4,7 +4,7 @@ import nbformat
 import pytest
 from conftest import REPO
 
-from capsedu.student import BEGIN, END, STUB, main, strip_solutions, write_student_copies
+from capsedu.course.handouts import BEGIN, END, STUB, main, strip_solutions, write_student_copies
 
 LESSON_FILES = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -41,7 +41,7 @@ def test_every_lesson_becomes_a_handout_without_answers(tmp_path):
 
 
 def test_the_stub_raises_and_the_check_prints_a_hint(tmp_path, capsys):
-    from capsedu.checks.squash import check_squash
+    from capsedu.course.checks.squash import check_squash
 
     namespace = {}
     exec(strip_solutions(f"def squash(s):\n    {BEGIN}\n    return s\n    {END}"), namespace)

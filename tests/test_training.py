@@ -62,7 +62,7 @@ def test_fit_and_evaluate_reject_bad_arguments(offline):
     loader = DataLoader(train.subset(8), batch_size=4)
     with pytest.raises(ValueError, match="epochs must be >= 1"):
         fit(model, loader, epochs=0)
-    with pytest.raises(TypeError, match="model must be a capsedu.CapsNet"):
+    with pytest.raises(TypeError, match="model must be a capsedu network"):
         fit(torch.nn.Linear(2, 2), loader, epochs=1)
     with pytest.raises(ValueError, match="the data loader yielded no batches"):
         fit(model, [], epochs=1, progress=False)
@@ -76,3 +76,13 @@ def test_set_seed_validates_and_returns_a_generator():
         set_seed(1.5)
     with pytest.raises(ValueError, match="seed must be in"):
         set_seed(-1)
+
+
+def test_fit_stops_with_a_clear_error_when_the_loss_is_not_finite(offline):
+    train, _ = offline
+    model = CapsNet(CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4))
+    with torch.no_grad():
+        model.decoder[0].weight.fill_(float("nan"))
+    loader = DataLoader(train.subset(8), batch_size=4)
+    with pytest.raises(FloatingPointError, match="the loss became nan after 0 images"):
+        fit(model, loader, epochs=1, progress=False)

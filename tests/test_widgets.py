@@ -8,7 +8,7 @@ import torch
 
 import capsedu
 from capsedu import explore
-from capsedu.widgets import perturbation_explorer, perturbation_grid, routing_explorer
+from capsedu.explore.widgets import perturbation_explorer, perturbation_grid, routing_explorer
 
 pytest.importorskip("ipywidgets")
 
@@ -96,7 +96,7 @@ def test_routing_slider_changes_couplings_without_recomputing_u_hat(strong_model
     model = strong_model
     ex = routing_explorer(model, dataset)
     calls = []
-    monkeypatch.setattr("capsedu.widgets.encode_image",
+    monkeypatch.setattr("capsedu.explore.widgets.encode_image",
                         lambda *a: calls.append(1) or explore.encode_image(*a))
     u_hat = ex.u_hat
     ex.iterations.value = 1
@@ -156,7 +156,7 @@ def _pixels(png: bytes):
 
 
 def test_blitted_frames_equal_a_full_redraw(strong_model, dataset):
-    from capsedu.render import figure_png
+    from capsedu.explore.render import figure_png
 
     ex = routing_explorer(strong_model, dataset)
     full_draws = ex.renderer.full_draws
@@ -180,8 +180,8 @@ def test_snapshot_is_what_the_widget_shows(model, dataset):
 
 
 def test_coupling_scales_ignore_a_few_extreme_capsules():
-    from capsedu.explore import RoutingTrace
-    from capsedu.explore_figures import coupling_scales
+    from capsedu.explore.figures import coupling_scales
+    from capsedu.explore.probes import RoutingTrace
 
     couplings = torch.full((288, 10), 0.1)  # (I, J): uniform ...
     couplings[:, 3] = 0.3  # ... but more toward the predicted class 3,

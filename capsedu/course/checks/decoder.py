@@ -1,0 +1,236 @@
+r"""Checks for lesson 05: masking, the decoder and the reconstruction loss (Section 4.1).
+
+Shape legend:
+    B      batch size
+    J      digit capsules, one per class (10)
+    D_out  digit capsule dimension (16)
+    P      pixels per image (784 = 28 * 28)
+
+The total loss of the paper is the margin loss (Eq. 4) plus 0.0005 times the sum of squared
+pixel errors of the reconstruction (Section 4.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from capsedu.course.checks._report import CheckResult, report
+from capsedu.nets.capsnet import CapsNet, CapsNetConfig, mask_capsules
+from capsedu.nets.losses import margin_loss, reconstruction_loss
+
+MaskFn = Callable[..., torch.Tensor]
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+PAPER_WIDTHS = [(160, 512), (512, 1024), (1024, 784)]
+
+
+def _probe_capsules() -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Capsules (B, J, D_out) = (6, 10, 16) whose true labels are never the longest capsule."""
+    generator = torch.Generator().manual_seed(5)
+    capsules = 0.3 * torch.randn(6, 10, 16, generator=generator)  # (B, J, D_out)
+    longest = capsules.norm(dim=-1).argmax(dim=1)  # (B,)
+    labels = (longest + 1 + torch.arange(6) % 9) % 10  # (B,), never the longest
+    return capsules, labels
+
+
+def _call(fn: MaskFn, *args: torch.Tensor) -> tuple[torch.Tensor | None, str]:
+    try:
+        out = fn(*args)
+    except Exception as error:  # noqa: BLE001 - learner code may raise anything
+        return None, f"your function raised {type(error).__name__}: {error}"
+    if not isinstance(out, torch.Tensor):
+        return None, f"return a torch.Tensor, got {type(out).__name__}"
+    return out.detach(), ""
+
+
+def _mask_problem(out: torch.Tensor, capsules: torch.Tensor, keep: torch.Tensor,
+                  wrong: dict[str, torch.Tensor]) -> str:
+    r"""A hint when ``out`` is not ``capsules`` masked to class ``keep`` (B,) and flattened."""
+    batch, classes, dim = capsules.shape
+    if out.shape == capsules.shape:
+        return (f"shape {tuple(out.shape)}: flatten the masked capsules to (B, J*D_out) = "
+                f"({batch}, {classes * dim}) - that is the decoder's input")
+    if out.shape != (batch, classes * dim):
+        return f"expected shape (B, J*D_out) = ({batch}, {classes * dim}), got {tuple(out.shape)}"
+    if torch.allclose(out, capsules.flatten(1)):
+        return "nothing was masked: set every capsule to zero except the one that is kept"
+    for hint, kept in wrong.items():
+        if torch.allclose(out, mask_capsules(capsules, kept), atol=1e-6):
+            return hint
+    if not torch.allclose(out, mask_capsules(capsules, keep), atol=1e-6):
+        rows = out.view(batch, classes, dim)
+        if ((rows.abs().sum(dim=-1) > 0).sum(dim=1) == 1).all():
+            return ("one capsule is kept per image, but its values changed: copy the kept capsule "
+                    "unchanged (multiply by a 0/1 mask, do not normalise or squash it again)")
+        return ("the masked capsules differ from capsedu.mask_capsules: keep exactly one capsule "
+                "per image, unchanged, and zero all the others")
+    return ""
+
+
+def check_mask(fn: MaskFn) -> CheckResult:
+    r"""Check ``fn(capsules, labels=None)`` against :func:`capsedu.mask_capsules`."""
+    capsules, labels = _probe_capsules()
+    lengths = capsules.norm(dim=-1)  # (B, J)
+    out, problem = _call(fn, capsules.clone(), labels.clone())
+    if not problem:
+        problem = _mask_problem(out, capsules, labels, {
+            "with labels you must keep the capsule of the TRUE class, not the longest one "
+            "(the longest is only for test time, when labels is None)": lengths.argmax(dim=1)})
+    if not problem:
+        out, problem = _call(fn, capsules.clone())
+        if problem:
+            problem += " (called without labels, as at test time)"
+    if not problem:
+        problem = _mask_problem(out, capsules, lengths.argmax(dim=1), {
+            "without labels keep the LONGEST capsule: use argmax, not argmin": lengths.argmin(dim=1),
+            "without labels pick by the capsule's length (its norm over the last dimension), "
+            "not by the sum of its components": capsules.sum(dim=-1).argmax(dim=1),
+            "without labels pick by the capsule's length (its norm over the last dimension), "
+            "not by its largest component": capsules.amax(dim=-1).argmax(dim=1)})
+    if problem:
+        return report(False, "", problem)
+    return report(True, "masking matches capsedu.mask_capsules: the true class with labels, "
+                        "the longest capsule without", "")
+
+
+def _linear_problem(decoder: nn.Module) -> str:
+    r"""A hint when the decoder's linear layers or activations are not 160->512->1024->784."""
+    layers = [m for m in decoder.modules() if m is not decoder and not list(m.children())]
+    linears = [m for m in layers if isinstance(m, nn.Linear)]
+    widths = [(m.in_features, m.out_features) for m in linears]
+    if widths != PAPER_WIDTHS:
+        return (f"your linear layers map {widths}; the paper's decoder is three fully connected "
+                "layers 160 -> 512 -> 1024 -> 784 (16-D capsule x 10 classes in, 28x28 pixels out)")
+    between = [type(m) for m in layers[layers.index(linears[0]) + 1:layers.index(linears[2])]]
+    if sum(t is nn.ReLU for t in between) < 2:
+        return ("put a ReLU after each of the first two linear layers: without a non-linearity "
+                "the three layers collapse to a single linear map")
+    if not isinstance(layers[-1], nn.Sigmoid):
+        return ("end with a Sigmoid: pixels are in [0, 1], and the sigmoid keeps the "
+                "reconstruction in that range")
+    return ""
+
+
+def check_decoder(decoder: nn.Module) -> CheckResult:
+    r"""Check a decoder module: 160 -> 512 -> 1024 -> 784 with ReLUs and a final sigmoid."""
+    if not isinstance(decoder, nn.Module):
+        return report(False, "", f"pass an nn.Module (e.g. nn.Sequential), got {type(decoder).__name__}")
+    problem = _linear_problem(decoder)
+    if not problem:
+        masked = torch.randn(4, 160, generator=torch.Generator().manual_seed(0))  # (B, J*D_out)
+        out, problem = _call(decoder, masked)
+        if not problem and out.reshape(4, -1).shape != (4, 784):
+            problem = f"a (4, 160) input must give 4 images of 784 pixels, got {tuple(out.shape)}"
+        elif not problem and (out.min() < 0 or out.max() > 1):
+            problem = "outputs outside [0, 1]: the last layer must be a Sigmoid"
+    if problem:
+        return report(False, "", problem)
+    count = sum(p.numel() for p in decoder.parameters())
+    return report(True, f"decoder 160 -> 512 -> 1024 -> 784 with {count:,} parameters", "")
+
+
+def _loss_value(fn: LossFn, recon: torch.Tensor, images: torch.Tensor) -> tuple[float | None, str]:
+    try:
+        value = fn(recon, images)
+    except Exception as error:  # noqa: BLE001 - learner code may raise anything
+        return None, (f"recon of shape {tuple(recon.shape)} and images of shape "
+                      f"{tuple(images.shape)} made your function raise {type(error).__name__}: "
+                      f"{error}. Reshape both to (B, 784) before subtracting")
+    if not isinstance(value, torch.Tensor) or value.dim() != 0:
+        return None, f"return one number as a 0-D tensor, got {getattr(value, 'shape', value)}"
+    return float(value), ""
+
+
+def _loss_hint(value: float, recon: torch.Tensor, images: torch.Tensor) -> str:
+    r"""A hint naming the usual mistake that gives ``value`` instead of the SSE per image."""
+    batch = images.shape[0]
+    diff = recon.reshape(batch, -1) - images.reshape(batch, -1)  # (B, P)
+    candidates = {
+        "784x too small: that is the mean squared error; SUM the squared errors over the pixels":
+            (diff ** 2).mean(),
+        f"{batch}x too large: sum over the pixels, then AVERAGE over the batch":
+            (diff ** 2).sum(),
+        "2000x too small: the 0.0005 weight belongs to the total loss, not to the "
+        "reconstruction loss itself": 0.0005 * (diff ** 2).sum(dim=1).mean(),
+        "square the errors: use (recon - images)² not |recon - images|":
+            diff.abs().sum(dim=1).mean(),
+        "that is the Euclidean distance: use the SUM of squared errors, without a square root":
+            diff.norm(dim=1).mean()}
+    for hint, wrong in candidates.items():
+        if abs(value - float(wrong)) <= 1e-4 * abs(float(wrong)) + 1e-7:
+            return hint
+    expected = float(reconstruction_loss(recon, images))
+    return (f"got {value:.5g}, expected {expected:.5g}: square the pixel errors, sum them over "
+            "each image's 784 pixels and average over the batch")
+
+
+def check_reconstruction_loss(fn: LossFn) -> CheckResult:
+    r"""Check ``fn(recon, images)`` against :func:`capsedu.reconstruction_loss` (SSE per image)."""
+    generator = torch.Generator().manual_seed(1)
+    images = torch.rand(5, 1, 28, 28, generator=generator)  # (B, 1, 28, 28)
+    recon = torch.rand(5, 784, generator=generator)  # (B, P), flat like the decoder's output
+    value, problem = _loss_value(fn, recon, images)
+    if not problem and abs(value - float(reconstruction_loss(recon, images))) > 1e-4 * value:
+        problem = _loss_hint(value, recon, images)
+    if problem:
+        return report(False, "", problem)
+    return report(True, "reconstruction loss matches capsedu.reconstruction_loss: sum of squared "
+                        "pixel errors per image, averaged over the batch", "")
+
+
+def _probe_model() -> tuple[CapsNet, torch.Tensor]:
+    r"""A small seeded CapsNet and images (B, 1, 28, 28) = (3, 1, 28, 28)."""
+    generator = torch.Generator().manual_seed(2)
+    with torch.random.fork_rng(devices=[]):  # leave the learner's random state untouched
+        model = CapsNet(CapsNetConfig(conv1_channels=8, primary_types=4, decoder_hidden=(32,)))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(0.1 * torch.randn(parameter.shape, generator=generator))
+    return model.eval(), torch.rand(3, 1, 28, 28, generator=generator)
+
+
+def check_reconstruct_as(fn: Callable[[CapsNet, torch.Tensor, int], torch.Tensor]) -> CheckResult:
+    r"""Check ``fn(model, images, digit)``: decode every image from the capsule of ``digit``."""
+    model, images = _probe_model()
+    with torch.no_grad():
+        capsules = model(images).capsules  # (B, J, D_out)
+        longest = capsules.norm(dim=-1).argmax(dim=1)  # (B,)
+        digit = int((longest[0] + 3) % 10)
+        expected = model.decode(capsules, torch.full((3,), digit))  # (B, 1, 28, 28)
+        out, problem = _call(lambda *a: fn(*a), model, images, digit)
+    if not problem and out.shape != expected.shape:
+        problem = f"return images of shape {tuple(expected.shape)} (B, 1, 28, 28), got {tuple(out.shape)}"
+    if not problem and torch.allclose(out, model.decode(capsules), atol=1e-6):
+        problem = ("you decoded the longest capsule (the prediction): pass labels = "
+                   "torch.full((B,), digit) so the capsule of `digit` is kept")
+    if not problem and not torch.allclose(out, expected, atol=1e-5):
+        problem = ("the images differ from model.decode(capsules, labels) with every label equal to "
+                   "`digit`: compute the capsules with model(images).capsules first")
+    if problem:
+        return report(False, "", problem)
+    return report(True, f"every image is redrawn from its digit-{digit} capsule", "")
+
+
+def check_total_loss(fn: Callable[..., torch.Tensor]) -> CheckResult:
+    r"""Check ``fn(lengths, recon, images, labels)`` = margin loss + 0.0005 * reconstruction loss."""
+    generator = torch.Generator().manual_seed(3)
+    lengths = torch.rand(4, 10, generator=generator)  # (B, J)
+    images = torch.rand(4, 1, 28, 28, generator=generator)  # (B, 1, 28, 28)
+    recon = torch.rand(4, 1, 28, 28, generator=generator)  # (B, 1, 28, 28)
+    labels = torch.tensor([3, 0, 9, 3])
+    margin, sse = float(margin_loss(lengths, labels)), float(reconstruction_loss(recon, images))
+    value, problem = _loss_value(lambda r, i: fn(lengths, r, i, labels), recon, images)
+    wrong = {"only the margin loss: add 0.0005 x the reconstruction loss": margin,
+             "the reconstruction term is unweighted: multiply it by 0.0005": margin + sse,
+             "the reconstruction term needs the weight 0.0005 (= 5e-4), not 0.005": margin + 0.005 * sse,
+             "use the sum of squared errors per image (784x the mean) in the reconstruction term":
+                 margin + 0.0005 * sse / 784}
+    expected = margin + 0.0005 * sse
+    if not problem and abs(value - expected) > 1e-5 * expected:
+        problem = next((hint for hint, w in wrong.items() if abs(value - w) <= 1e-5 * abs(w)),
+                       f"got {value:.5g}, expected margin {margin:.4g} + 0.0005 x {sse:.4g} = {expected:.5g}")
+    if problem:
+        return report(False, "", problem)
+    return report(True, f"total loss = margin + 0.0005 x SSE (here {margin:.3f} + {0.0005 * sse:.3f})", "")

@@ -1,0 +1,203 @@
+r"""Checks for lesson 03 (dynamic routing, Procedure 1 and Eqs. 2-3).
+
+Shape legend:
+    B      batch size
+    I      input capsules
+    J      output capsules
+    D_in   input capsule dimension
+    D_out  output capsule dimension (D inside routing)
+
+Each check runs the learner's function on small random inputs, compares it with ``capsedu`` and,
+when it differs, with the typical mistakes (softmax over the wrong axis, no squash, logits never
+or wrongly updated, an iteration too many or too few, ...) so that the hint names the likely bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from capsedu.course.checks._report import CheckResult, report
+from capsedu.nets.routing import dynamic_routing
+from capsedu.nets.squash import squash
+
+_SEED = 20171026  # the paper's arXiv date: fixed inputs, independent of the global RNG
+
+
+def _close(a: object, b: torch.Tensor) -> bool:
+    return (isinstance(a, torch.Tensor) and a.shape == b.shape
+            and torch.allclose(a.detach().double(), b.double(), rtol=1e-4, atol=1e-6))
+
+
+def _random_u_hat(batch: int = 2, caps_in: int = 12, caps_out: int = 4, dim: int = 5,
+                  scale: float = 0.6) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(_SEED)
+    return scale * torch.randn(batch, caps_in, caps_out, dim, generator=generator)  # (B, I, J, D)
+
+
+def _route(u_hat: torch.Tensor, num_iterations: int, *, softmax_dim: int = 2,
+           squash_dim: int | None = -1,
+           update: str = "add") -> list[tuple[torch.Tensor, torch.Tensor]]:
+    r"""Procedure 1 with one knob per typical bug; returns ``(v, c)`` of every iteration."""
+    b = torch.zeros(u_hat.shape[:3], dtype=u_hat.dtype)  # (B, I, J)
+    steps = []
+    for _ in range(num_iterations):
+        c = torch.softmax(b, dim=softmax_dim)  # (B, I, J)
+        s = (c.unsqueeze(-1) * u_hat).sum(dim=1)  # (B, J, D)
+        v = s if squash_dim is None else squash(s, dim=squash_dim)  # (B, J, D)
+        steps.append((v, c))
+        agreement = (u_hat * v.unsqueeze(1)).sum(dim=-1)  # (B, I, J)
+        b = b + agreement if update == "add" else (agreement if update == "replace" else b)
+    return steps
+
+
+_BUGS: list[tuple[dict, str]] = [
+    ({"softmax_dim": 1}, ("c is a softmax over the input capsules I (dim=1); Eq. 3 takes it over "
+                         "the output capsules J (dim=2), so each c_i sums to 1 over j")),
+    ({"squash_dim": None}, "v is not squashed: apply squash(s, dim=-1) (Eq. 1) to s_j"),
+    ({"squash_dim": 1}, ("squash runs over the wrong axis: each capsule vector s_j lies along the "
+                        "last dimension D, so use squash(s, dim=-1)")),
+    ({"update": "none"}, ("the logits b never change, so c stays uniform: add the agreement "
+                         "u_hat . v to b after each iteration")),
+    ({"update": "replace"}, ("b is replaced by the agreement instead of accumulated: "
+                            "use b = b + (u_hat * v).sum(-1)")),
+]
+
+
+def _diagnose(v: object, c: object, u_hat: torch.Tensor, r: int) -> str:
+    r"""Name the typical bug whose output matches ``(v, c)``, or describe what is off."""
+    for options, hint in _BUGS:
+        bug_v, bug_c = _route(u_hat, r, **options)[-1]
+        if _close(v, bug_v) and _close(c, bug_c):
+            return hint
+    for other in (r - 1, r + 1):
+        if other >= 1 and _close(v, dynamic_routing(u_hat, other)[0]):
+            return (f"your routing ran {other} iterations when asked for {r}: loop exactly "
+                    f"num_iterations times and update b only between iterations")
+    ref_v, ref_c = dynamic_routing(u_hat, r)
+    if _close(v, ref_v):
+        return ("v is right but c is not: return the coupling coefficients used for the last v, "
+                "not softmax(b) after a further update of b")
+    if not isinstance(v, torch.Tensor) or v.shape != ref_v.shape:
+        return f"v must have shape (B, J, D) = {tuple(ref_v.shape)}, got {_shape(v)}"
+    if not isinstance(c, torch.Tensor) or c.shape != ref_c.shape:
+        return f"c must have shape (B, I, J) = {tuple(ref_c.shape)}, got {_shape(c)}"
+    return ("v and c differ from capsedu.dynamic_routing; go through Procedure 1 line by line: "
+            "c = softmax(b, dim=J), s = sum_i c u_hat, v = squash(s), b += u_hat . v")
+
+
+def _shape(x: object) -> str:
+    return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
+
+
+def _call(fn: Callable, *args: object) -> tuple[object, str]:
+    try:
+        return fn(*args), ""
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+        return None, f"your function raised {type(error).__name__}: {error}"
+
+
+def check_routing(routing_fn: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]],
+                  *, quiet: bool = False) -> CheckResult:
+    r"""Check ``routing_fn(u_hat, num_iterations) -> (v, c)`` against Procedure 1.
+
+    ``u_hat`` is (B, I, J, D); ``v`` must be (B, J, D) and ``c`` (B, I, J), the coupling
+    coefficients of the last iteration, for 1, 2 and 3 iterations.
+    """
+    u_hat = _random_u_hat()
+    for r in (3, 2, 1):
+        result, error = _call(routing_fn, u_hat.clone(), r)
+        if error:
+            return report(False, "", error, quiet=quiet)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            return report(False, "", f"return a tuple (v, c), got {type(result).__name__}",
+                          quiet=quiet)
+        v, c = result
+        ref_v, ref_c = dynamic_routing(u_hat, r)
+        if not (_close(v, ref_v) and _close(c, ref_c)):
+            return report(False, "", f"with {r} iteration(s): {_diagnose(v, c, u_hat, r)}",
+                          quiet=quiet)
+    return report(True, "routing matches capsedu.dynamic_routing for 1, 2 and 3 iterations", "",
+                  quiet=quiet)
+
+
+def _history_hint(history: list, reference: list[torch.Tensor], u_hat: torch.Tensor) -> str:
+    r"""Specific hint for a wrong list of coupling coefficients, one (B, I, J) per iteration."""
+    if len(history) != len(reference):
+        return (f"expected one c per iteration ({len(reference)} tensors), got {len(history)}: "
+                f"append c right after the softmax, once per iteration")
+    if any(not isinstance(c, torch.Tensor) or c.shape != reference[0].shape for c in history):
+        return f"each entry must be a (B, I, J) = {tuple(reference[0].shape)} tensor of c"
+    if _close(history[0], reference[1]):
+        return ("your history is shifted by one iteration: the first entry must be the uniform "
+                "c = softmax(0) = 1/J, recorded before b is updated")
+    for options, hint in _BUGS:
+        bug = [c for _, c in _route(u_hat, len(reference), **options)]
+        if all(_close(c, ref) for c, ref in zip(history, bug)):
+            return hint
+    if all(_close(c, reference[-1]) for c in history):
+        return ("every entry holds the last iteration's c: the list holds one tensor updated in "
+                "place (c.copy_ or c[...] =); append the new tensor softmax(b) returns each time")
+    return "the coupling coefficients differ from capsedu.dynamic_routing(u_hat, k) for some k"
+
+
+def check_routing_history(history_fn: Callable[[torch.Tensor, int], list[torch.Tensor]],
+                          *, quiet: bool = False) -> CheckResult:
+    r"""Check ``history_fn(u_hat, num_iterations) -> [c_1, ..., c_r]``, each (B, I, J).
+
+    Entry ``k`` must equal the coupling coefficients of ``dynamic_routing(u_hat, k)``.
+    """
+    u_hat, r = _random_u_hat(), 4
+    history, error = _call(history_fn, u_hat.clone(), r)
+    if error:
+        return report(False, "", error, quiet=quiet)
+    if not isinstance(history, (list, tuple)):
+        return report(False, "", f"return a list of r tensors, got {type(history).__name__}",
+                      quiet=quiet)
+    reference = [dynamic_routing(u_hat, k)[1] for k in range(1, r + 1)]
+    if len(history) == r and all(_close(c, ref) for c, ref in zip(history, reference)):
+        return report(True, f"all {r} coupling-coefficient snapshots match capsedu", "",
+                      quiet=quiet)
+    return report(False, "", _history_hint(list(history), reference, u_hat), quiet=quiet)
+
+
+def _prediction_hint(u_hat: object, W: torch.Tensor, u: torch.Tensor) -> str:
+    r"""Specific hint for wrong prediction vectors ``u_hat`` given ``W`` and ``u``."""
+    ref = torch.einsum("ijdk,bik->bijd", W, u)  # (B, I, J, D_out)
+    if not isinstance(u_hat, torch.Tensor):
+        return f"return a tensor (B, I, J, D_out), got {type(u_hat).__name__}"
+    if u_hat.shape == ref.shape + (1,):
+        return "u_hat has a trailing dimension of size 1: squeeze(-1) after the matmul"
+    if _close(u_hat, ref.transpose(1, 2)):
+        return "axes in the wrong order: you returned (B, J, I, D_out); expected (B, I, J, D_out)"
+    square = W.shape[-1] == W.shape[-2]
+    if square and _close(u_hat, torch.einsum("ijkd,bik->bijd", W, u)):
+        return ("you multiplied by W_ij transposed: W is (I, J, D_out, D_in), so "
+                "u_hat_j|i = W[i, j] @ u_i with u_i as a column (D_in, 1)")
+    if u_hat.shape != ref.shape:
+        return f"u_hat must have shape (B, I, J, D_out) = {tuple(ref.shape)}, got {_shape(u_hat)}"
+    return "the values differ from W_ij u_i: check which axis of W multiplies u_i (the last, D_in)"
+
+
+def check_predictions(predict_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                      *, quiet: bool = False) -> CheckResult:
+    r"""Check ``predict_fn(W, u) -> u_hat`` (Eq. 2's prediction vectors).
+
+    W is (I, J, D_out, D_in), u is (B, I, D_in) and u_hat must be (B, I, J, D_out).
+
+    Tried with D_out != D_in (like the paper's 8 -> 16) and with a square W, where using W
+    transposed would go unnoticed by shapes alone.
+    """
+    generator = torch.Generator().manual_seed(_SEED)
+    for d_out, d_in in ((6, 3), (4, 4)):
+        W = torch.randn(5, 3, d_out, d_in, generator=generator)  # (I, J, D_out, D_in)
+        u = torch.randn(2, 5, d_in, generator=generator)  # (B, I, D_in)
+        u_hat, error = _call(predict_fn, W.clone(), u.clone())
+        if error:
+            return report(False, "", f"{error} (W {tuple(W.shape)}, u {tuple(u.shape)})",
+                          quiet=quiet)
+        if not _close(u_hat, torch.einsum("ijdk,bik->bijd", W, u)):
+            return report(False, "", _prediction_hint(u_hat, W, u), quiet=quiet)
+    return report(True, "prediction vectors match u_hat_j|i = W_ij u_i, shape (B, I, J, D_out)",
+                  "", quiet=quiet)

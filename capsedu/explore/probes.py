@@ -1,0 +1,169 @@
+r"""What a trained CapsNet's digit capsules encode, and how routing settles - as plain tensors.
+
+The pure computations behind the lesson-07 explorers and the static Figure 4 grid: encode an
+image once, perturb one dimension of the winning digit capsule and decode (Section 5.1 of the
+paper, Figure 4), and re-run dynamic routing (Procedure 1) for 1..r iterations on predictions
+``u_hat`` computed once. No plotting and no widgets here.
+
+Shape legend:
+    B      batch size (perturbations decoded together)
+    I      primary capsules = T * G * G
+    T      primary capsule types, G the side of their grid (6 for 28-pixel images)
+    J      digit capsules, one per class
+    D_out  digit capsule dimension (16)
+    R      routing iterations
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from capsedu._validate import require_finite, require_int, require_tensor
+from capsedu.nets.capsnet import CapsNet, check_capsnet
+from capsedu.nets.routing import dynamic_routing
+from capsedu.training.runtime import eval_mode
+
+PERTURBATION_VALUES: tuple[float, ...] = tuple(round(-0.25 + 0.05 * k, 2) for k in range(11))
+
+
+class Encoded(NamedTuple):
+    r"""One image seen by the network: everything that does not depend on an explorer's sliders."""
+
+    u_hat: torch.Tensor  # (I, J, D_out) prediction vectors
+    capsules: torch.Tensor  # (J, D_out) digit capsules v_j after the model's routing iterations
+    lengths: torch.Tensor  # (J,) capsule lengths
+    prediction: int  # the longest capsule
+
+
+class RoutingTrace(NamedTuple):
+    r"""Routing of one image for r = 1..R iterations."""
+
+    lengths: torch.Tensor  # (R, J) capsule lengths after each number of iterations
+    couplings: torch.Tensor  # (I, J) coupling coefficients c used in the last (R-th) iteration
+    prediction: int  # longest capsule after R iterations
+
+
+def check_image(image: object) -> torch.Tensor:
+    r"""Accept one image (1, H, W) or (H, W), or a batch of one (1, 1, H, W); return (1, 1, H, W)."""
+    require_tensor("image", image, shape="(1, H, W)", floating=True)
+    if image.dim() == 2:
+        image = image.unsqueeze(0)
+    if image.dim() == 3:
+        image = image.unsqueeze(0)
+    if image.dim() != 4 or image.shape[0] != 1:
+        raise ValueError(f"image must be one image (1, H, W), got shape {tuple(image.shape)}")
+    require_finite("image", image)
+    return image  # (1, C, H, W)
+
+
+@torch.no_grad()
+def encode_image(model: CapsNet, image: torch.Tensor) -> Encoded:
+    r"""Primary capsules, predictions :math:`\hat{\mathbf u}_{j|i}` (Eq. 2) and digit capsules of one image.
+
+    Computed in eval mode; the model's mode is left as it was.
+    """
+    x = check_image(image).to(next(check_capsnet(model).parameters()).device)
+    with eval_mode(model):
+        u_hat = model.digits.predict(model.encode(x))  # (1, I, J, D_out)
+    v, _ = dynamic_routing(u_hat, model.digits.num_iterations)  # (1, J, D_out)
+    lengths = v[0].norm(dim=-1)  # (J,)
+    return Encoded(u_hat[0], v[0], lengths, int(lengths.argmax()))
+
+
+def perturb(capsules: torch.Tensor, label: int, offsets: torch.Tensor) -> torch.Tensor:
+    r"""Add ``offsets`` (B, D_out) to capsule ``label`` of ``capsules`` (J, D_out): returns (B, J, D_out).
+
+    The input is not modified; the other capsules are copied unchanged (the decoder masks them).
+    """
+    require_tensor("capsules", capsules, ndim=2, shape="(J, D_out)", floating=True)
+    num_classes, dim = capsules.shape
+    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < num_classes:
+        raise ValueError(f"label must be an int in [0, {num_classes - 1}], got {label!r}")
+    require_tensor("offsets", offsets, ndim=2, shape=f"(B, {dim})", floating=True)
+    if offsets.shape[1] != dim:
+        raise ValueError(f"offsets must have shape (B, {dim}), got {tuple(offsets.shape)}")
+    batch = capsules.unsqueeze(0).repeat(offsets.shape[0], 1, 1)  # (B, J, D_out)
+    batch[:, label] += offsets.to(batch)
+    return batch
+
+
+@torch.no_grad()
+def perturbed_reconstructions(model: CapsNet, capsules: torch.Tensor, label: int,
+                              offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Decode capsule ``label`` with each row of ``offsets`` (B, D_out) added to it.
+
+    Returns ``(images, lengths)``: reconstructions (B, C, H, W) masked by ``label`` and the
+    capsule lengths (B, J) of the perturbed capsules.
+    """
+    batch = perturb(capsules, label, offsets)  # (B, J, D_out)
+    labels = torch.full((batch.shape[0],), label, dtype=torch.long, device=batch.device)
+    with eval_mode(check_capsnet(model)):
+        images = model.decode(batch, labels)  # (B, C, H, W)
+    return images, batch.norm(dim=-1)  # (B, C, H, W), (B, J)
+
+
+def sweep_offsets(dim: int, values: tuple[float, ...] = PERTURBATION_VALUES) -> torch.Tensor:
+    r"""Offsets (D_out * V, D_out): row ``d*V + k`` moves dimension d by ``values[k]`` (Figure 4)."""
+    require_int("dim", dim, minimum=1)
+    grid = torch.tensor(values, dtype=torch.float32)  # (V,)
+    offsets = torch.zeros(dim, len(values), dim)  # (D_out, V, D_out)
+    offsets[torch.arange(dim), :, torch.arange(dim)] = grid
+    return offsets.reshape(dim * len(values), dim)  # (D_out*V, D_out)
+
+
+@torch.no_grad()
+def perturbation_sweep(model: CapsNet, image: torch.Tensor,
+                       values: tuple[float, ...] = PERTURBATION_VALUES) -> tuple[torch.Tensor, int]:
+    r"""Every dimension of the winning capsule moved by every value, decoded in one batch.
+
+    Returns ``(images, label)``: images (D_out, V, H, W) for V = len(values), and the predicted
+    class whose capsule was perturbed.
+    """
+    encoded = encode_image(model, image)
+    dim = encoded.capsules.shape[1]
+    offsets = sweep_offsets(dim, values).to(encoded.capsules)  # (D_out*V, D_out)
+    images, _ = perturbed_reconstructions(model, encoded.capsules, encoded.prediction, offsets)
+    return images[:, 0].reshape(dim, len(values), *images.shape[-2:]), encoded.prediction
+
+
+@torch.no_grad()
+def route(u_hat: torch.Tensor, num_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Lengths (J,) and couplings (I, J) after ``num_iterations`` of routing one image's ``u_hat`` (I, J, D_out)."""
+    require_tensor("u_hat", u_hat, ndim=3, shape="(I, J, D_out)", floating=True)
+    v, c = dynamic_routing(u_hat.unsqueeze(0), num_iterations)  # (1, J, D_out), (1, I, J)
+    return v[0].norm(dim=-1), c[0]  # (J,), (I, J)
+
+
+def routing_trace(u_hat: torch.Tensor, num_iterations: int,
+                  cache: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None) -> RoutingTrace:
+    r"""Run :func:`~capsedu.nets.routing.dynamic_routing` with r = 1..``num_iterations`` on one image's ``u_hat``.
+
+    ``u_hat`` is (I, J, D_out), computed once per image; each r routes from scratch (b = 0), so
+    row r-1 of ``lengths`` is exactly what a network with r routing iterations outputs. Pass the
+    same ``cache`` dict for the same ``u_hat`` to route each r only once.
+    """
+    require_int("num_iterations", num_iterations, minimum=1)
+    cache = {} if cache is None else cache
+    for r in range(1, num_iterations + 1):
+        if r not in cache:
+            cache[r] = route(u_hat, r)
+    lengths = torch.stack([cache[r][0] for r in range(1, num_iterations + 1)])  # (R, J)
+    return RoutingTrace(lengths, cache[num_iterations][1], int(lengths[-1].argmax()))
+
+
+def couplings_on_grid(couplings: torch.Tensor, label: int, num_types: int) -> torch.Tensor:
+    r"""Couplings (I, J) toward class ``label`` laid out as (T, G, G), one G x G map per capsule type.
+
+    Primary capsules are ordered type-major (``i = t*G*G + y*G + x``, see
+    :class:`~capsedu.layers.PrimaryCaps`).
+    """
+    require_tensor("couplings", couplings, ndim=2, shape="(I, J)", floating=True)
+    require_int("num_types", num_types, minimum=1)
+    total = couplings.shape[0]
+    side = round((total / num_types) ** 0.5)
+    if num_types * side * side != total:
+        raise ValueError(f"couplings has {total} primary capsules, which is not num_types={num_types} "
+                         "times a square grid")
+    return couplings[:, label].reshape(num_types, side, side)  # (T, G, G)

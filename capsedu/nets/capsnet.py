@@ -1,0 +1,186 @@
+r"""The full CapsNet: conv1 -> primary capsules -> digit capsules (routing) -> decoder, and its loss.
+
+Shape legend (paper configuration in brackets):
+    B      batch size
+    I      primary capsules = types * grid * grid   [1152 = 32 * 6 * 6]
+    J      digit capsules, one per class             [10]
+    D_in   primary capsule dimension                 [8]
+    D_out  digit capsule dimension                   [16]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from capsedu._validate import require_finite, require_labels, require_nonempty_batch, require_tensor
+from capsedu.nets.losses import margin_loss_unchecked, reconstruction_loss
+from capsedu.nets.primary import PrimaryCaps
+from capsedu.nets.registry import Loss, NetworkConfig
+from capsedu.nets.routing import DigitCaps
+
+
+@dataclass(frozen=True)
+class CapsNetConfig(NetworkConfig):
+    r"""Every size of a CapsNet, and the weight of its reconstruction loss.
+
+    ``paper()`` and ``cpu()`` are the two named profiles. ``recon_weight`` scales the
+    reconstruction loss in :meth:`CapsNet.loss` (0.0005 in Section 4.1 of the paper).
+    """
+
+    image_size: int = 28
+    in_channels: int = 1
+    conv1_channels: int = 256
+    conv1_kernel: int = 9
+    primary_types: int = 32
+    primary_dim: int = 8
+    primary_kernel: int = 9
+    primary_stride: int = 2
+    num_classes: int = 10
+    digit_dim: int = 16
+    routing_iterations: int = 3
+    detach_inner: bool = True
+    decoder_hidden: tuple[int, ...] = (512, 1024)
+    recon_weight: float = 0.0005
+
+    @classmethod
+    def paper(cls) -> CapsNetConfig:
+        r"""The paper's MNIST network: 8,215,568 parameters."""
+        return cls()
+
+    @classmethod
+    def cpu(cls) -> CapsNetConfig:
+        r"""A narrower network (same depth, routing and decoder) that trains in minutes on a 2-core CPU.
+
+        32 conv1 channels and 8 primary capsule types (288 primary capsules instead of 1,152):
+        the width was tuned with ``benchmarks/time_to_accuracy.py``; the offline 5,000 training
+        images, not the width, limit its test accuracy.
+        """
+        return cls(conv1_channels=32, primary_types=8, primary_dim=8)
+
+    @property
+    def primary_grid(self) -> int:
+        r"""Side of the primary-capsule grid: 28 -> 20 (conv1) -> 6 (primary conv) in the paper."""
+        after_conv1 = self.image_size - self.conv1_kernel + 1
+        return (after_conv1 - self.primary_kernel) // self.primary_stride + 1
+
+    @property
+    def num_primary_caps(self) -> int:
+        return self.primary_types * self.primary_grid ** 2
+
+
+class CapsNetOutput(NamedTuple):
+    r"""What ``CapsNet.forward`` returns."""
+
+    capsules: torch.Tensor  # (B, J, D_out) digit capsules v_j
+    lengths: torch.Tensor  # (B, J) their lengths = class probabilities
+    reconstruction: torch.Tensor  # (B, C, H, W) decoder output in [0, 1]
+    couplings: torch.Tensor | None  # (B, I, J) coupling coefficients, if asked for
+
+
+def mask_capsules(capsules: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Keep only one capsule per image and flatten: (B, J, D_out) -> (B, J*D_out).
+
+    The kept capsule is the true class when ``labels`` is given (training), otherwise the longest
+    capsule (the prediction). All other capsules are set to zero.
+    """
+    require_tensor("capsules", capsules, ndim=3, shape="(B, J, D_out)", floating=True)
+    batch, num_classes, _ = capsules.shape
+    if labels is None:
+        labels = capsules.norm(dim=-1).argmax(dim=1)  # (B,)
+    else:
+        require_labels("labels", labels, batch=batch, num_classes=num_classes)
+    keep = torch.nn.functional.one_hot(labels.long(), num_classes).to(capsules)  # (B, J)
+    return (capsules * keep.unsqueeze(-1)).flatten(1)  # (B, J*D_out)
+
+
+class CapsNet(nn.Module):
+    r"""CapsNet of Sabour et al. (2017), Figure 1 (encoder) and Figure 2 (decoder).
+
+    Its input is checked once, in :meth:`encode` (shape and NaN/inf); the layers inside check
+    shapes only.
+    """
+
+    kind = "capsnet"
+    config_class = CapsNetConfig
+
+    def __init__(self, config: CapsNetConfig | None = None) -> None:
+        super().__init__()
+        config = CapsNetConfig.paper() if config is None else config
+        if not isinstance(config, CapsNetConfig):
+            raise TypeError(f"config must be a CapsNetConfig, got {type(config).__name__}")
+        if config.primary_grid < 1:
+            raise ValueError(f"config gives an empty primary-capsule grid for {config.image_size}px images")
+        self.config = config
+        self.conv1 = nn.Conv2d(config.in_channels, config.conv1_channels, config.conv1_kernel)
+        self.primary = PrimaryCaps(config.conv1_channels, config.primary_types, config.primary_dim,
+                                   config.primary_kernel, config.primary_stride)
+        self.digits = DigitCaps(config.num_primary_caps, config.primary_dim, config.num_classes,
+                                config.digit_dim, config.routing_iterations, config.detach_inner)
+        sizes = [config.num_classes * config.digit_dim, *config.decoder_hidden]
+        layers: list[nn.Module] = []
+        for width_in, width_out in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(width_in, width_out), nn.ReLU(inplace=True)]
+        pixels = config.in_channels * config.image_size ** 2
+        self.decoder = nn.Sequential(*layers, nn.Linear(sizes[-1], pixels), nn.Sigmoid())
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        r"""Images (B, C, H, W) -> primary capsules u (B, I, D_in)."""
+        cfg = self.config
+        expected = f"(B, {cfg.in_channels}, {cfg.image_size}, {cfg.image_size})"
+        require_tensor("x", x, ndim=4, shape=expected, floating=True)
+        require_nonempty_batch("x", x)
+        if tuple(x.shape[1:]) != (cfg.in_channels, cfg.image_size, cfg.image_size):
+            raise ValueError(f"x must have shape {expected}, got {tuple(x.shape)}")
+        require_finite("x", x)
+        features = torch.relu(self.conv1(x))  # (B, conv1_channels, 20, 20)
+        return self.primary(features)  # (B, I, D_in)
+
+    def decode(self, capsules: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        r"""Digit capsules (B, J, D_out) -> reconstructed images (B, C, H, W)."""
+        cfg = self.config
+        flat = self.decoder(mask_capsules(capsules, labels))  # (B, C*H*W)
+        return flat.view(-1, cfg.in_channels, cfg.image_size, cfg.image_size)  # (B, C, H, W)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, *,
+                return_couplings: bool = False,
+                num_iterations: int | None = None) -> CapsNetOutput:
+        r"""Classify and reconstruct ``x``; the decoder is masked by ``y`` when given.
+
+        Args:
+            x: images, (B, C, H, W) with values in [0, 1].
+            y: true labels (B,) for training-time masking, or None to mask by the longest capsule.
+            return_couplings: also return the coupling coefficients (B, I, J).
+            num_iterations: override the configured number of routing iterations.
+        """
+        u = self.encode(x)  # (B, I, D_in)
+        v, c = self.digits(u, num_iterations)  # (B, J, D_out), (B, I, J)
+        lengths = v.norm(dim=-1)  # (B, J)
+        reconstruction = self.decode(v, y)  # (B, C, H, W)
+        return CapsNetOutput(v, lengths, reconstruction, c if return_couplings else None)
+
+    def loss(self, images: torch.Tensor, labels: torch.Tensor) -> Loss:
+        r"""Margin loss + ``config.recon_weight`` x reconstruction loss, and the number right."""
+        value, lengths = capsnet_loss(self, images, labels, self.config.recon_weight)
+        return Loss(value, (lengths.argmax(dim=1) == labels).sum())
+
+
+def check_capsnet(model: object, name: str = "model") -> CapsNet:
+    r"""Raise ``TypeError`` naming ``name`` unless ``model`` is a :class:`CapsNet`."""
+    if not isinstance(model, CapsNet):
+        raise TypeError(f"{name} must be a capsedu.CapsNet, got {type(model).__name__}")
+    return model
+
+
+def capsnet_loss(model: CapsNet, images: torch.Tensor, labels: torch.Tensor,
+                 recon_weight: float = 0.0005) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Total loss of one batch (Eq. 4 + ``recon_weight`` x Section 4.1) and its lengths (B, J).
+
+    The decoder is masked by the true ``labels``, as in training.
+    """
+    out = model(images, labels)
+    loss = margin_loss_unchecked(out.lengths, labels) + recon_weight * reconstruction_loss(out.reconstruction, images)
+    return loss, out.lengths

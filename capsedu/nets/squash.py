@@ -1,0 +1,60 @@
+r"""The squashing non-linearity (Sabour et al. 2017, Eq. 1).
+
+Shapes: any tensor ``s`` whose dimension ``dim`` holds capsule vectors, e.g. (B, J, D).
+
+.. math::
+
+    \mathbf v_j = \frac{\lVert\mathbf s_j\rVert^2}{1 + \lVert\mathbf s_j\rVert^2}
+                  \frac{\mathbf s_j}{\lVert\mathbf s_j\rVert}
+
+Short vectors shrink to almost zero length and long vectors to just below 1, so a capsule's
+length can be read as the probability that the entity it represents is present, while its
+direction (the pose) is kept.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from capsedu._validate import require_finite, require_tensor
+
+
+def squash(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
+    r"""Squash capsule vectors along ``dim`` (Eq. 1).
+
+    ``eps`` sits inside the square root: ``||s|| = sqrt(sum(s**2) + eps)``. Without it the
+    gradient of ``||s||`` at the zero vector is 0/0 = NaN; with it both the value (0) and the
+    gradient stay finite.
+
+    Args:
+        s: total capsule inputs, e.g. (B, J, D).
+        dim: the dimension that holds each capsule's vector.
+        eps: small positive constant for numerical safety.
+
+    Returns:
+        A tensor of the same shape whose vectors have length in [0, 1).
+
+    Raises:
+        ValueError: for NaN or infinite entries in ``s``, a ``dim`` out of range or ``eps <= 0``.
+    """
+    require_tensor("s", s, floating=True)
+    if s.dim() == 0:
+        raise ValueError("s must have at least one dimension holding the capsule vector, got a scalar")
+    if not -s.dim() <= dim < s.dim():
+        raise ValueError(f"dim must be in [{-s.dim()}, {s.dim() - 1}] for s of shape {tuple(s.shape)}, got {dim}")
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0, got {eps}")
+    require_finite("s", s)
+    return squash_unchecked(s, dim, eps)
+
+
+def squash_unchecked(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
+    r"""Eq. 1 exactly as :func:`squash`, without its input checks.
+
+    For the network's inner loops (``PrimaryCaps``, the fast routing), whose input was checked
+    once where it entered (:meth:`capsedu.CapsNet.forward`): a NaN scan per call would cost a
+    device sync on a GPU and a full pass over the data on a CPU.
+    """
+    squared_norm = (s * s).sum(dim=dim, keepdim=True)  # (..., 1, ...)
+    scale = squared_norm / (1.0 + squared_norm) / torch.sqrt(squared_norm + eps)
+    return scale * s

@@ -1,0 +1,87 @@
+r"""Reproducibility, run profiles and devices: the one place that seeds RNGs and reads ``CAPSEDU_FAST``.
+
+Two profiles exist. The *learner* profile (the default) is the real one: enough data and epochs
+to learn something. The *fast* profile (``CAPSEDU_FAST=1``) shrinks data and epochs so that the
+test suite can execute every notebook quickly; lessons ask :func:`choose` for each such number
+instead of testing for CI themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import numpy as np
+import torch
+from torch import nn
+
+T = TypeVar("T")
+
+FAST_ENV = "CAPSEDU_FAST"
+
+
+def set_seed(seed: int) -> torch.Generator:
+    r"""Seed Python, NumPy and PyTorch (CPU and CUDA) and return a seeded ``torch.Generator``.
+
+    It changes nothing else: for deterministic GPU kernels as well, run the code inside
+    :func:`deterministic_algorithms` (on a CPU, the course's operations are deterministic).
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if not 0 <= seed < 2 ** 32:
+        raise ValueError(f"seed must be in [0, 2**32), got {seed}")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    return torch.Generator().manual_seed(seed)
+
+
+@contextmanager
+def deterministic_algorithms() -> Iterator[None]:
+    r"""Ask PyTorch for deterministic kernels inside the ``with`` block, then restore the settings.
+
+    ``warn_only=True``: an operation without a deterministic kernel still runs, with a warning.
+    """
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled(), torch.backends.cudnn.benchmark)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.benchmark = before[2]
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    r"""Put ``model`` in eval mode inside the ``with`` block, then restore every submodule's mode."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def fast_profile() -> bool:
+    r"""True when ``CAPSEDU_FAST`` is set to 1/true/yes (the quick test profile)."""
+    return os.environ.get(FAST_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def choose(learner: T, fast: T) -> T:
+    r"""Return ``fast`` in the fast profile and ``learner`` otherwise."""
+    return fast if fast_profile() else learner
+
+
+def default_device() -> torch.device:
+    r"""CUDA if available, else Apple's MPS, else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")

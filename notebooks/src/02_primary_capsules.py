@@ -1,0 +1,395 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 02 — Primary capsules
+#
+# The first capsules of a CapsNet come from two ordinary convolutions. **conv1** turns the 28×28
+# digit into 256 feature maps of 20×20; the **primary-capsule convolution** turns those into 256
+# maps of 6×6, and these 256 channels are read as **32 capsule types × 8 dimensions**: at each of
+# the 6×6 positions, each type gives one 8-D vector. That makes 32·6·6 = **1,152 primary capsules**,
+# squashed with lesson 01's function. In this lesson you build the layer with `nn.Conv2d`, follow
+# every tensor shape, see how a wrong reshape order silently produces different (meaningless)
+# capsules, check your capsules against `capsedu.PrimaryCaps`, and draw capsule lengths over the
+# 6×6 grid of a real digit.
+
+# %% [markdown]
+# ## Learning objectives
+#
+# After this lesson you can:
+#
+# - compute the output size of each convolution and follow (B,1,28,28) → (B,256,20,20) →
+#   (B,256,6,6) → (B,1152,8);
+# - turn a convolution's channels into capsules with `view`, `permute` and `reshape`, and explain
+#   why the order of these matters;
+# - count the parameters of conv1 and of the primary-capsule layer;
+# - read a map of capsule lengths over the grid, and explain what changes when the digit moves.
+
+# %% [markdown]
+# ## Prerequisites and time
+#
+# **You need:** lessons 00 and 01 (capsules as vectors, squash), `nn.Conv2d` (kernel, stride, how
+# the output size is computed), and `Tensor.view` / `permute` / `reshape`. **Time:** about 40 minutes.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from torch import nn
+
+import capsedu
+from capsedu.course.checks.primary import check_grid_size, check_length_map, check_to_capsules
+
+generator = capsedu.set_seed(0)  # seeds Python, NumPy and PyTorch
+train = capsedu.load_mnist("train")
+picked = [int((train.labels == k).nonzero()[0]) for k in (0, 3, 4, 7)]  # the first 0, 3, 4 and 7
+x = train.images[picked]  # (B, 1, 28, 28): four real digits
+labels = train.labels[picked]
+
+# %% [markdown]
+# ## Build it
+#
+# The paper's network (Figure 1) starts like this:
+#
+# | step | layer | output shape | why |
+# | --- | --- | --- | --- |
+# | input | a batch of MNIST digits | (B, 1, 28, 28) | |
+# | conv1 | 256 filters 9×9, stride 1, ReLU | (B, 256, 20, 20) | 28 − 9 + 1 = 20 |
+# | primary conv | 32·8 = 256 filters 9×9, stride 2 | (B, 256, 6, 6) | ⌊(20 − 9)/2⌋ + 1 = 6 |
+# | to capsules | split channels into 32 types × 8 dims, one capsule per type and position | (B, 1152, 8) | 32·6·6 = 1152 |
+# | squash | Eq. 1 on each 8-D vector | (B, 1152, 8) | lengths in [0, 1) |
+#
+# ### Step 1: conv1
+#
+# An ordinary convolution with 256 filters of 9×9 pixels followed by a ReLU. It detects local
+# features (edges, stroke ends, curves) at every position.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+conv1 = nn.Conv2d(in_channels=1, out_channels=256, kernel_size=9)
+features1 = torch.relu(conv1(x))  # (B, 256, 20, 20)
+print(f"input x:        {tuple(x.shape)}")
+print(f"after conv1:    {tuple(features1.shape)}")
+
+# %% [markdown]
+# ### Step 2: the primary-capsule convolution
+#
+# A second convolution, again 9×9 but with stride 2, and **no ReLU**: its outputs are capsule
+# components, which may be negative (a pose can point anywhere). The paper describes 32 "channels"
+# of convolutional 8-D capsules — in PyTorch that is one `Conv2d` with 32·8 = 256 output channels.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+num_types, caps_dim = 32, 8
+primary_conv = nn.Conv2d(256, num_types * caps_dim, kernel_size=9, stride=2)
+features2 = primary_conv(features1)  # (B, T*D, 6, 6)
+print(f"after primary conv: {tuple(features2.shape)}  = (B, T*D, H, W) with T={num_types}, D={caps_dim}")
+
+# %% [markdown]
+# ### Step 3: from channels to capsules
+#
+# We decide that channel `t*8 + d` holds dimension `d` of capsule type `t` — eight consecutive
+# channels form one type. Then:
+#
+# 1. `view(B, T, D, H, W)` splits the 256 channels into (32 types, 8 dimensions);
+# 2. `permute(0, 1, 3, 4, 2)` moves the capsule dimension D last: (B, T, H, W, D);
+# 3. `reshape(B, T*H*W, D)` lists the capsules: type 0 at all 36 positions first, then type 1, ...
+#    so capsule `i = t*36 + y*6 + x` (**type-major**). `reshape`, not `view`, because after
+#    `permute` the memory is no longer in that order;
+# 4. squash each 8-D vector (lesson 01).
+
+# %%
+def to_capsules(features: torch.Tensor, num_types: int, caps_dim: int) -> torch.Tensor:
+    """(B, T*D, H, W) primary-conv output -> (B, T*H*W, D) squashed capsules, type-major."""
+    batch, _, height, width = features.shape
+    u = features.view(batch, num_types, caps_dim, height, width)  # (B, T, D, H, W)
+    u = u.permute(0, 1, 3, 4, 2)  # (B, T, H, W, D)
+    u = u.reshape(batch, num_types * height * width, caps_dim)  # (B, I, D)
+    return capsedu.squash(u, dim=-1)  # (B, I, D)
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+u = to_capsules(features2, num_types, caps_dim)  # (B, 1152, 8)
+assert (u.norm(dim=-1) < 1).all()
+print(f"primary capsules u: {tuple(u.shape)}, every length < 1")
+print(f"parameters: conv1 {sum(p.numel() for p in conv1.parameters()):,}, "
+      f"primary conv {sum(p.numel() for p in primary_conv.parameters()):,}")
+
+# %% [markdown]
+# The primary layer is the biggest layer of the network: 256·256·9·9 weights + 256 biases =
+# 5,308,672 parameters, about two thirds of the CapsNet's 8.2 million.
+#
+# ### Why the order matters
+#
+# A tempting shortcut is `features.view(B, -1, 8)`: the shape comes out right, (B, 1152, 8), and
+# nothing raises an error. But `view` reads the tensor in memory order — channel by channel, and
+# within a channel row by row — so each "capsule" is 8 **neighbouring pixels of one channel**, not
+# the 8 channels of one type at one position. The picture shows it for a toy layer with T=2 types,
+# D=3 dimensions and a 2×2 grid: each cell is one number of the conv output (row = channel,
+# column = position), labelled with the capsule it ends up in.
+
+# %%
+toy_types, toy_dim, toy_grid = 2, 3, 2
+toy = torch.arange(toy_types * toy_dim * toy_grid * toy_grid, dtype=torch.float32)
+toy = toy.view(1, toy_types * toy_dim, toy_grid, toy_grid)  # (1, T*D, H, W): each number its own id
+
+
+def owner_map(capsules: torch.Tensor) -> np.ndarray:
+    """For each number of `toy` (channel, position): the index of the capsule that holds it."""
+    owners = np.zeros((toy_types * toy_dim, toy_grid * toy_grid), dtype=int)
+    for i, capsule in enumerate(capsules[0]):
+        for value in capsule.tolist():
+            channel, position = divmod(int(value), toy_grid * toy_grid)
+            owners[channel, position] = i
+    return owners
+
+
+right = toy.view(1, toy_types, toy_dim, toy_grid, toy_grid).permute(0, 1, 3, 4, 2).reshape(1, -1, toy_dim)
+wrong = toy.view(1, -1, toy_dim)  # the shortcut (no squash: we only track where numbers go)
+fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), layout="constrained")
+for ax, capsules, title in [(axes[0], right, "view(B,T,D,H,W) → permute → reshape\n"
+                                                  "capsule = one type at one position"),
+                            (axes[1], wrong, "shortcut view(B, -1, D)\n"
+                                             "capsule = neighbouring pixels of one channel")]:
+    owners = owner_map(capsules)
+    ax.imshow(owners, cmap="tab10", vmin=0, vmax=9, aspect="auto")
+    for (row, col), owner in np.ndenumerate(owners):
+        ax.text(col, row, f"capsule {owner}", ha="center", va="center", fontsize=9, color="white",
+                fontweight="bold")
+    ax.set_xticks(range(4), [f"(y={p // 2}, x={p % 2})" for p in range(4)], fontsize=8)
+    ax.set_yticks(range(6), [f"ch {c}: type {c // 3}, dim {c % 3}" for c in range(6)], fontsize=8)
+    ax.set(xlabel="grid position", title=title)
+axes[0].set_ylabel("conv output channel")
+fig.suptitle("Which capsule each number of the conv output lands in (T=2, D=3, 2×2 grid)")
+plt.show()
+
+# %% [markdown]
+# On the left, each capsule is a vertical run of 3 cells: the 3 dimensions of one type at one
+# position. On the right, capsules run *across positions* and even wrap from one channel to the
+# next (capsule 1 takes the last position of channel 0 and the first two of channel 1). Such a
+# vector cannot be "the pose of a part at a place". At the paper's size:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+u_wrong = capsedu.squash(features2.view(x.shape[0], -1, caps_dim))  # (B, 1152, 8) - same shape!
+same = torch.isclose(u, u_wrong).all(dim=-1)  # (B, I): capsules that happen to coincide
+print(f"shapes: right {tuple(u.shape)}, shortcut {tuple(u_wrong.shape)}")
+print(f"capsules identical in both layouts: {int(same.sum())} of {same.numel()}")
+assert not same.any()
+
+# %% [markdown]
+# The network would still *run* with the wrong layout — no error anywhere — and it might even learn
+# something, because the layers after it are trained on whatever they receive. But squash would
+# normalise numbers from different places together, each capsule's "pose" would mix positions, and
+# weights trained with one layout (like the ones lesson 07 loads) would be read in another. Shape
+# checks cannot catch this; only a test against a reference can.
+
+# %% [markdown]
+# ## Check it
+#
+# `capsedu.PrimaryCaps(in_channels, num_types, caps_dim, kernel_size, stride)` is the reference
+# layer: its own `Conv2d` (`.conv`) followed by the type-major reshape and squash. Give it **our
+# weights** and it must produce exactly our capsules.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+reference = capsedu.PrimaryCaps(in_channels=256, num_types=32, caps_dim=8, kernel_size=9, stride=2)
+reference.conv.load_state_dict(primary_conv.state_dict())  # same weights and biases
+with torch.no_grad():
+    expected = reference(features1)  # (B, 1152, 8)
+torch.testing.assert_close(u, expected)
+assert not torch.allclose(u_wrong, expected)
+print(f"our capsules equal capsedu.PrimaryCaps's: {tuple(u.shape)}; the shortcut's do not")
+
+# %% [markdown]
+# The course's check runs `to_capsules` on a differently sized layer and recognises the usual
+# layout mistakes:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_to_capsules(to_capsules)  # prints ✅ or a hint
+
+# %% [markdown]
+# ## Use capsedu
+#
+# From now on, `capsedu.CapsNet.encode(x)` does all of this: conv1, ReLU and `PrimaryCaps`. Load
+# our two convolutions into a paper-sized `CapsNet` and its encoder reproduces our capsules:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+net = capsedu.CapsNet(capsedu.CapsNetConfig.paper())
+net.conv1.load_state_dict(conv1.state_dict())
+net.primary.conv.load_state_dict(primary_conv.state_dict())
+with torch.no_grad():
+    torch.testing.assert_close(net.encode(x), u)
+print(net.primary)
+print(f"CapsNet.encode: {tuple(x.shape)} -> {tuple(net.encode(x).shape)}, equal to ours")
+
+# %% [markdown]
+# The course trains a narrower network on CPUs (`CapsNetConfig.cpu()`: fewer conv1 channels and
+# capsule types). Same grid, same 8-D capsules, fewer of them:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name, config in [("paper", capsedu.CapsNetConfig.paper()), ("cpu", capsedu.CapsNetConfig.cpu())]:
+    model = capsedu.CapsNet(config)
+    with torch.no_grad():
+        shape = tuple(model.encode(x).shape)
+    print(f"{name:5s}: conv1 {config.conv1_channels} channels, {config.primary_types} types on a "
+          f"{config.primary_grid}×{config.primary_grid} grid -> u {shape}, "
+          f"primary layer {sum(p.numel() for p in model.primary.parameters()):,} parameters")
+
+# %% [markdown]
+# ## Explore
+#
+# ### Capsule lengths over the 6×6 grid
+#
+# Each primary capsule at grid position (y, x) sees a 17×17-pixel window of the image (9 pixels of
+# conv1, widened by the 9×9, stride-2 primary convolution), centred on pixel (2y + 8, 2x + 8). So
+# the 36 positions are only 2 pixels apart and cover the central 12×12 pixels, while their windows
+# overlap heavily (the dashed square is the window of position (0, 0)). Below, the **longest**
+# capsule at each position (over the 32 types), drawn over the digit and as a plain 6×6 map.
+#
+# **This network is untrained** (random weights): the lengths only say where random filters
+# respond to the ink, not which parts a trained network has learned to find — lesson 07 shows
+# trained capsules. Even so, the maps differ from digit to digit, mostly following how much ink
+# each window holds.
+
+# %%
+with torch.no_grad():
+    lengths = u.norm(dim=-1).view(-1, num_types, 6, 6)  # (B, T, H, W): type-major, as built
+    blank_caps = to_capsules(primary_conv(torch.relu(conv1(torch.zeros(1, 1, 28, 28)))), num_types, caps_dim)
+blank_lengths = blank_caps.norm(dim=-1)  # (1, I)
+longest = lengths.max(dim=1).values  # (B, H, W)
+vmax = float(longest.max())
+
+fig, axes = plt.subplots(2, 4, figsize=(10, 5.6), layout="constrained")
+for col in range(4):
+    top, bottom = axes[0, col], axes[1, col]
+    top.imshow(x[col, 0], cmap="gray_r")
+    top.imshow(longest[col], cmap="magma", alpha=0.5, vmin=0, vmax=vmax, extent=(7, 19, 19, 7))
+    top.add_patch(plt.Rectangle((7, 7), 12, 12, fill=False, color="C2", lw=1.5))
+    top.add_patch(plt.Rectangle((-0.5, -0.5), 17, 17, fill=False, ls="--", color="C0", lw=1.2))
+    top.set_title(f"label {int(labels[col])}: 6×6 grid (green)\nwindow of (0, 0) dashed", fontsize=9)
+    top.set(xticks=[], yticks=[], xlim=(-0.5, 27.5), ylim=(27.5, -0.5))
+    image = bottom.imshow(longest[col], cmap="magma", vmin=0, vmax=vmax)
+    bottom.set_title("longest capsule per position", fontsize=9)
+    bottom.set(xticks=range(6), yticks=range(6), xlabel="grid x")
+axes[1, 0].set_ylabel("grid y")
+fig.colorbar(image, ax=axes[1, :], shrink=0.8, label="capsule length")
+fig.suptitle("Primary-capsule lengths of an UNTRAINED network (random weights) on real digits")
+plt.show()
+print(f"for comparison, a blank image gives lengths of {float(blank_lengths.min()):.3f} to "
+      f"{float(blank_lengths.max()):.3f} everywhere")
+
+# %% [markdown]
+# Different capsule types respond to different things: the 32 maps of the first digit.
+
+# %%
+fig, axes = plt.subplots(4, 8, figsize=(10, 5.4), layout="constrained")
+for t, ax in enumerate(axes.flat):
+    ax.imshow(lengths[0, t], cmap="viridis", vmin=0, vmax=float(lengths[0].max()))
+    ax.set_title(f"type {t}", fontsize=8)
+    ax.set(xticks=[], yticks=[])
+fig.suptitle(f"Capsule length per type on the 6×6 grid (label {int(labels[0])}, untrained network)")
+plt.show()
+
+# %% [markdown]
+# ### Move the digit, move the capsules
+#
+# Convolutions are shift-equivariant, and the primary layer has total stride 2. So shifting the
+# digit 2 pixels to the right should shift every capsule one cell to the right on the grid,
+# unchanged — the **place** of a part is coded by *which* capsule is active ("place coding"),
+# finer changes of position by the *values* inside it ("rate coding").
+
+# %%
+# NBVAL_CHECK_OUTPUT
+digit = x[:1]  # (1, 1, 28, 28)
+shifted = torch.roll(digit, shifts=2, dims=-1)
+assert digit[..., -2:].abs().max() == 0  # the last two columns are blank, so the roll loses nothing
+with torch.no_grad():
+    maps = [to_capsules(primary_conv(torch.relu(conv1(image))), num_types, caps_dim)
+            .view(1, num_types, 6, 6, caps_dim) for image in (digit, shifted)]  # (1, T, H, W, D) each
+torch.testing.assert_close(maps[1][:, :, :, 1:], maps[0][:, :, :, :-1])
+print("shifting the digit by 2 pixels moves every capsule by exactly one grid cell")
+
+# %% [markdown]
+# Things to try:
+#
+# - Shift the digit by **1** pixel instead of 2. Are the capsules still just moved? Which numbers
+#   change, and how much compared with the lengths?
+# - Replace `permute(0, 1, 3, 4, 2)` in `to_capsules` by `permute(0, 3, 4, 1, 2)` (position-major).
+#   Is that wrong, or only different? What would break if the next layer's weights were trained with
+#   the other order?
+# - How many primary capsules would a 32×32 input give? Compute it, then check with
+#   `capsedu.CapsNetConfig(image_size=32).num_primary_caps`.
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: the size of the grid
+#
+# Write `grid_size(image_size, conv1_kernel, primary_kernel, primary_stride)` returning the side of
+# the primary-capsule grid (6 for the paper). conv1 has stride 1 and no padding; the primary
+# convolution has no padding either. A convolution of kernel $k$ and stride $s$ over $n$ pixels
+# gives $\lfloor (n - k)/s \rfloor + 1$ outputs.
+
+# %%
+def grid_size(image_size: int, conv1_kernel: int, primary_kernel: int, primary_stride: int) -> int:
+    ### BEGIN SOLUTION
+    after_conv1 = image_size - conv1_kernel + 1
+    return (after_conv1 - primary_kernel) // primary_stride + 1
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_grid_size(grid_size)  # prints ✅ or a hint
+
+# %% [markdown]
+# ### Exercise 2: from capsules back to maps
+#
+# The plots above needed the opposite of `to_capsules`: from capsules `u` of shape (B, T·H·W, D)
+# (type-major, H = W = `grid`) to a map of their **lengths**, shape (B, T, H, W), where
+# `maps[b, t, y, x]` is the length of capsule `t*grid*grid + y*grid + x`. Write `length_map`.
+
+# %%
+def length_map(u: torch.Tensor, num_types: int, grid: int) -> torch.Tensor:
+    ### BEGIN SOLUTION
+    return u.norm(dim=-1).view(u.shape[0], num_types, grid, grid)
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_length_map(length_map)  # prints ✅ or a hint
+
+# %% [markdown]
+# ## Summary
+#
+# - conv1 (256 × 9×9, ReLU) gives (B, 256, 20, 20); the primary convolution (256 × 9×9, stride 2,
+#   no ReLU) gives (B, 256, 6, 6), read as 32 types × 8 dimensions.
+# - The type-major layout — `view(B, T, D, H, W)`, `permute(0, 1, 3, 4, 2)`, `reshape(B, T·H·W, D)`,
+#   then squash — gives 1,152 capsules of 8 numbers, each the pose of one type at one place.
+# - `.view(B, -1, 8)` has the right shape and the wrong meaning: test layouts against a reference.
+# - The primary layer is equivariant: moving the digit by the stride moves the capsules by one cell.
+# - `capsedu.PrimaryCaps` and `CapsNet.encode` are the tested versions used from now on.
+
+# %% [markdown]
+# ## What's next
+#
+# Each of the 1,152 primary capsules must now decide which of the 10 digit capsules to send its
+# output to. **Lesson 03 — Dynamic routing** builds the prediction vectors $\hat{\mathbf u}_{j|i}$
+# and the routing-by-agreement loop that makes this decision.

@@ -1,0 +1,399 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 05 — The decoder: redrawing the digit from its capsule
+#
+# A digit capsule's length says *whether* a digit is there; its 16 numbers are supposed to say
+# *how* it is drawn - its pose, stroke width, skew. Nothing in the margin loss of lesson 04 forces
+# those numbers to mean anything, so the paper adds a **decoder**: three fully connected layers
+# that must redraw the input image from **one** digit capsule. If the capsule does not describe
+# the digit, the drawing is bad and the reconstruction loss pushes back. In this lesson you build
+# the masking that picks that one capsule, the 160 → 512 → 1024 → 784 decoder and the
+# reconstruction loss, find out why the paper weights that loss by a tiny 0.0005, and watch a
+# network learn to redraw digits.
+
+# %% [markdown]
+# ## Learning objectives
+#
+# By the end of this lesson you can
+#
+# - **mask** the digit capsules: keep the capsule of the *true* class while training and the
+#   *longest* capsule at test time, and say why the two differ;
+# - build the paper's **decoder** 160 → 512 → 1024 → 784 and count its parameters;
+# - write the **reconstruction loss** (sum of squared pixel errors) and explain the weight 0.0005
+#   by comparing its size with the margin loss;
+# - read **reconstructions** of an untrained and a briefly trained CapsNet.
+
+# %% [markdown]
+# ## Prerequisites and time
+#
+# - Lessons 01-04: squash, primary capsules, dynamic routing and the margin loss. You need to know
+#   that a CapsNet outputs 10 digit capsules of 16 numbers each, shape `(B, 10, 16)`.
+# - About **30 minutes**. One cell trains a small CapsNet for about a minute on a laptop CPU
+#   (the tests run a much shorter version of it).
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+import capsedu
+from capsedu.course.checks.decoder import (check_decoder, check_mask, check_reconstruct_as,
+                                    check_reconstruction_loss, check_total_loss)
+
+generator = capsedu.set_seed(0)
+
+# %% [markdown]
+# ## Build it
+#
+# ### Step 1: keep one capsule - masking
+#
+# The digit capsules `v` have shape `(B, J, D_out)` = `(B, 10, 16)`. The decoder's input is all of
+# them flattened into 160 numbers, but with **every capsule zeroed except one**:
+#
+# - **training**: keep the capsule of the **true label**. The decoder then learns to draw a "7"
+#   from whatever the "7" capsule holds, which pushes that capsule to hold the 7's pose.
+# - **test time**: there is no label, so keep the **longest** capsule - the network's prediction.
+#
+# Zeroing the other nine (instead of deleting them) keeps the position of the kept capsule in the
+# 160-vector, so the decoder knows *which* digit it is asked to draw.
+#
+# Write `mask(capsules, labels=None)`: pick one class per image (the label, or the argmax of the
+# lengths), build a `(B, J)` one-hot mask, multiply, flatten to `(B, J*D_out)`.
+
+# %%
+def mask(capsules: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+    """Zero every capsule but one per image and flatten: (B, J, D_out) -> (B, J*D_out)."""
+    if labels is None:
+        labels = capsules.norm(dim=-1).argmax(dim=1)  # (B,) the longest capsule
+    keep = nn.functional.one_hot(labels, capsules.shape[1]).to(capsules)  # (B, J)
+    return (capsules * keep.unsqueeze(-1)).flatten(1)  # (B, J*D_out)
+
+
+# %% [markdown]
+# A toy example: 2 images, 3 classes, 2-D capsules. Image 0's longest capsule is class 1, image 1's
+# is class 2. With labels `[0, 2]` the true-class capsules are kept; without labels the longest.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+toy = torch.tensor([[[0.1, 0.0], [0.6, 0.3], [0.0, 0.2]],
+                    [[0.2, 0.1], [0.1, 0.0], [0.0, 0.9]]])  # (B, J, D_out) = (2, 3, 2)
+print("lengths:\n", toy.norm(dim=-1))
+print("masked by labels [0, 2]:\n", mask(toy, torch.tensor([0, 2])))
+print("masked by the longest capsule:\n", mask(toy))
+
+# %% [markdown]
+# ### Step 2: the decoder 160 → 512 → 1024 → 784
+#
+# Figure 2 of the paper: two hidden layers with ReLU, then 784 outputs with a **sigmoid**, so every
+# output is a pixel intensity in [0, 1] like the MNIST pixels.
+
+# %%
+decoder = nn.Sequential(
+    nn.Linear(10 * 16, 512), nn.ReLU(),  # (B, 160) -> (B, 512)
+    nn.Linear(512, 1024), nn.ReLU(),  # (B, 512) -> (B, 1024)
+    nn.Linear(1024, 28 * 28), nn.Sigmoid(),  # (B, 1024) -> (B, 784), pixels in [0, 1]
+)
+
+# %% [markdown]
+# How big is it? Each `Linear(n, m)` has `n·m` weights and `m` biases. Compare with the whole
+# paper network (`CapsNetConfig.paper()`): the decoder is a sizeable part of it.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for layer in decoder:
+    if isinstance(layer, nn.Linear):
+        count = sum(p.numel() for p in layer.parameters())
+        print(f"Linear {layer.in_features:4d} -> {layer.out_features:4d}: {count:9,} parameters")
+decoder_params = sum(p.numel() for p in decoder.parameters())
+paper_net = capsedu.CapsNet(capsedu.CapsNetConfig.paper())
+paper_params = sum(p.numel() for p in paper_net.parameters())
+print(f"decoder total: {decoder_params:,} parameters")
+print(f"paper CapsNet: {paper_params:,} parameters, {decoder_params / paper_params:.1%} of them in the decoder")
+
+# %% [markdown]
+# ### Step 3: the reconstruction loss
+#
+# The paper "minimises the sum of squared differences between the outputs of the logistic units
+# and the pixel intensities" (Section 4.1): per image, the **sum over 784 pixels** of
+# (reconstruction − image)², then averaged over the batch. The decoder returns `(B, 784)` while
+# images are `(B, 1, 28, 28)`, so flatten both first.
+
+# %%
+def sse_loss(recon: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+    """Sum of squared pixel errors per image, averaged over the batch."""
+    batch = images.shape[0]
+    diff = recon.reshape(batch, -1) - images.reshape(batch, -1)  # (B, 784)
+    return (diff ** 2).sum(dim=1).mean()
+
+
+# %% [markdown]
+# The total loss is `margin_loss + 0.0005 · sse_loss`. Why such a small weight? A sum over 784
+# pixels is a big number: a decoder that outputs 0.5 everywhere on a mostly black image is off by
+# about 0.5 on ~650 background pixels, an SSE near 150-200. The margin loss of lesson 04 is at most
+# about 1 (0.81 for the true class plus small terms for the others). Unweighted, the reconstruction
+# would drown the classification signal; times 0.0005 it becomes ~0.1, a helper rather than the
+# boss. We measure both on real images below.
+
+# %% [markdown]
+# ## Check it
+#
+# Each check runs your function on test inputs, compares it with `capsedu`'s version and prints
+# a pass or a hint about the likely mistake.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_mask(mask)
+check_decoder(decoder)
+result = check_reconstruction_loss(sse_loss)
+
+# %% [markdown]
+# And directly against `capsedu.mask_capsules` and `capsedu.reconstruction_loss` on random inputs:
+
+# %%
+capsules = torch.randn(8, 10, 16, generator=generator)  # (B, J, D_out)
+labels = torch.randint(0, 10, (8,), generator=generator)  # (B,)
+assert torch.equal(mask(capsules, labels), capsedu.mask_capsules(capsules, labels))
+assert torch.equal(mask(capsules), capsedu.mask_capsules(capsules))
+recon, images = torch.rand(8, 784, generator=generator), torch.rand(8, 1, 28, 28, generator=generator)
+assert torch.allclose(sse_loss(recon, images), capsedu.reconstruction_loss(recon, images))
+print("mask and sse_loss agree with capsedu")
+
+# %% [markdown]
+# ## Use capsedu
+#
+# `capsedu.CapsNet` has the same three pieces: `mask_capsules`, a `decoder` attribute and
+# `decode(capsules, labels=None)`, which masks, decodes and reshapes to `(B, 1, 28, 28)`.
+# Calling the model as `model(images, labels)` masks by the labels (training);
+# `model(images)` masks by the longest capsule (test time).
+#
+# Let's load real digits, one of each class from the test split, and check that your decoder,
+# given the paper network's weights, draws exactly what `capsedu` draws.
+
+# %%
+test_set = capsedu.load_mnist("test")
+gallery = test_set.subset(10, seed=0)  # one image of each digit, in class order
+digits, digit_labels = gallery.images, gallery.labels  # (10, 1, 28, 28), (10,)
+
+paper_net.eval()
+decoder.load_state_dict(paper_net.decoder.state_dict())  # same layer layout, so the weights fit
+with torch.no_grad():
+    out = paper_net(digits, digit_labels)  # masked by the true labels
+    mine = decoder(mask(out.capsules, digit_labels)).view(-1, 1, 28, 28)  # (B, 1, 28, 28)
+    at_test_time = paper_net(digits).reconstruction  # masked by the longest capsule
+assert torch.allclose(mine, out.reconstruction, atol=1e-6)
+print("your mask + decoder reproduce capsedu's reconstruction:", tuple(out.reconstruction.shape))
+
+# %% [markdown]
+# ## Explore
+#
+# ### How big is each loss?
+#
+# Let's measure the margin loss and the reconstruction loss of the **untrained** paper network on
+# these ten digits.
+
+# %%
+def loss_parts(out: capsedu.CapsNetOutput, images: torch.Tensor,
+               labels: torch.Tensor) -> dict[str, float]:
+    """The margin loss, the raw SSE and the weighted SSE of one batch."""
+    sse = float(capsedu.reconstruction_loss(out.reconstruction, images))
+    return {"margin loss": float(capsedu.margin_loss(out.lengths, labels)),
+            "SSE": sse, "0.0005 × SSE": 0.0005 * sse}
+
+
+untrained_paper = loss_parts(out, digits, digit_labels)
+print({name: round(value, 4) for name, value in untrained_paper.items()})
+
+# %% [markdown]
+# The raw SSE is a couple of hundred times the margin loss; weighted by 0.0005 it drops below it.
+#
+# ### Reconstructions before and after a little training
+#
+# An untrained decoder draws grey fog: its sigmoid outputs sit near 0.5. Let's train a small
+# CapsNet - `CapsNetConfig.cpu()`, a narrower network that fits a laptop - with `capsedu.fit`
+# (lesson 06 explains its every argument) and compare. `capsedu.choose` picks the learner numbers
+# here and much smaller ones when the test suite runs the notebook.
+
+# %%
+train_set = capsedu.load_mnist("train")
+n_train = capsedu.choose(learner=len(train_set), fast=300)
+train_part = train_set.subset(n_train, seed=0)
+loader = DataLoader(train_part, batch_size=32, shuffle=True, generator=generator)
+
+capsedu.set_seed(0)
+model = capsedu.CapsNet(capsedu.CapsNetConfig.cpu())
+model.eval()
+with torch.no_grad():
+    before = model(digits)  # masked by the longest capsule, as at test time
+    untrained_cpu = loss_parts(model(digits, digit_labels), digits, digit_labels)
+
+# %%
+history = capsedu.fit(model, loader, epochs=capsedu.choose(learner=2, fast=1))
+model.eval()
+with torch.no_grad():
+    after = model(digits)
+    trained_cpu = loss_parts(model(digits, digit_labels), digits, digit_labels)
+accuracy = float((after.lengths.argmax(dim=1) == digit_labels).float().mean())
+print(f"trained on {len(train_part):,} images for {len(history['epoch'])} epoch(s); "
+      f"the gallery's 10 digits: {accuracy:.0%} right")
+
+
+# %%
+def image_grid(rows: dict[str, torch.Tensor], title: str) -> plt.Figure:
+    """One row of images (N, 1, 28, 28) per entry of ``rows``, the row's name on its left."""
+    columns = max(len(images) for images in rows.values())
+    fig, axes = plt.subplots(len(rows), columns, figsize=(1.0 * columns, 1.15 * len(rows)),
+                             squeeze=False)
+    for row, (name, images) in zip(axes, rows.items()):
+        for ax, image in zip(row, images):
+            ax.imshow(image.squeeze(0).detach(), cmap="gray", vmin=0, vmax=1)
+        for ax in row:
+            ax.set_xticks([])
+            ax.set_yticks([])
+        row[0].set_ylabel(name, rotation=0, ha="right", va="center", fontsize=10)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+fig = image_grid({"input": digits, "untrained": before.reconstruction,
+                  "trained": after.reconstruction},
+                 "Reconstructions from the longest capsule (test-time masking)")
+plt.show()
+
+# %% [markdown]
+# The untrained decoder draws the same grey fog for every digit. After a minute of training it
+# draws recognisable digits - blurrier and smoother than the inputs, because it can only draw what
+# 16 numbers say about the digit, yet with each digit's slant and shape. Where a prediction is
+# wrong, the decoder draws the *predicted* digit: at test time it only sees the longest capsule.
+#
+# And the two losses before and after training:
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3.5))
+names = ["margin loss", "0.0005 × SSE"]
+for shift, (label, parts) in zip((-0.2, 0.2), [("untrained", untrained_cpu), ("trained", trained_cpu)]):
+    ax.bar([i + shift for i in range(len(names))], [parts[n] for n in names], width=0.4, label=label)
+ax.set_xticks(range(len(names)), names)
+ax.set_ylabel("loss on the 10 gallery digits")
+ax.set_title("Both terms of the CapsNet loss, before and after training (CPU network)")
+ax.legend()
+plt.show()
+print({stage: {n: round(parts[n], 4) for n in names}
+       for stage, parts in [("untrained", untrained_cpu), ("trained", trained_cpu)]})
+
+# %% [markdown]
+# Training shrinks both, but not equally: the margin loss falls almost to zero once the digits are
+# classified (about fifty-fold in the run above), while the reconstruction error falls much less
+# (about five-fold) - redrawing a digit exactly from 16 numbers is much harder than naming it. At the start, when the gradients decide what the capsules
+# become, the weighted reconstruction term is a small fraction of the total: classification leads
+# and the reconstruction *regularises*, asking the capsules to keep enough about the digit to redraw
+# it. Late in training it becomes the larger term and keeps shaping the capsules' 16 numbers.
+
+# %% [markdown]
+# ### Think about it: what if the decoder saw every capsule?
+#
+# Suppose we skipped the mask and fed all ten capsules to the decoder. Why could the network then
+# reconstruct well while the *true-class* capsule carried no information about the digit's pose?
+# (Answer: the decoder could read the pose from any other capsule - the wrong classes' capsules
+# would have to encode the image too, and the link "this capsule = this digit's instantiation
+# parameters" would be lost.)
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: redraw a digit as another digit
+#
+# Masking decides *which* capsule the decoder reads. Write `reconstruct_as(model, images, digit)`
+# that runs the model, then decodes every image from the capsule of class `digit` (whatever the
+# image shows). Hint: `model.decode(capsules, labels)` with a label tensor full of `digit`.
+
+# %%
+def reconstruct_as(model: capsedu.CapsNet, images: torch.Tensor, digit: int) -> torch.Tensor:
+    """Decode every image (B, 1, 28, 28) from its capsule of class ``digit``."""
+    ### BEGIN SOLUTION
+    capsules = model(images).capsules  # (B, J, D_out)
+    labels = torch.full((images.shape[0],), digit, dtype=torch.long)  # (B,)
+    return model.decode(capsules, labels)  # (B, 1, 28, 28)
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+result = check_reconstruct_as(reconstruct_as)
+
+# %% [markdown]
+# Now redraw the gallery's "8" through each of the ten capsules. The capsules of the wrong classes
+# are short (the margin loss pushed them below 0.1), so the decoder gets little to draw from.
+
+# %%
+with torch.no_grad():
+    eight = digits[digit_labels == 8]  # (1, 1, 28, 28)
+    redrawn = torch.cat([reconstruct_as(model, eight, d) for d in range(10)])  # (10, 1, 28, 28)
+    lengths = model(eight).lengths[0]  # (J,)
+fig = image_grid({"via capsule": redrawn}, "The digit 8 decoded from each of the ten digit capsules")
+for ax, length, d in zip(fig.axes, lengths, range(10)):
+    ax.set_title(f"{d}: |v|={length:.2f}", fontsize=8)
+plt.show()
+
+# %% [markdown]
+# ### Exercise 2: the total loss
+#
+# Write `total_loss(lengths, recon, images, labels)`: the margin loss of the capsule lengths plus
+# 0.0005 times the reconstruction loss. Use `capsedu.margin_loss` and your `sse_loss`.
+
+# %%
+def total_loss(lengths: torch.Tensor, recon: torch.Tensor, images: torch.Tensor,
+               labels: torch.Tensor) -> torch.Tensor:
+    """margin_loss(lengths, labels) + 0.0005 * sum-of-squares reconstruction loss."""
+    ### BEGIN SOLUTION
+    return capsedu.margin_loss(lengths, labels) + 0.0005 * sse_loss(recon, images)
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+result = check_total_loss(total_loss)
+
+# %% [markdown]
+# `capsedu.capsnet_loss(model, images, labels)` computes the same for a batch - it is what
+# `capsedu.fit` minimises:
+
+# %%
+with torch.no_grad():
+    out = model(digits, digit_labels)
+    mine = total_loss(out.lengths, out.reconstruction, digits, digit_labels)
+    theirs, _ = capsedu.capsnet_loss(model, digits, digit_labels)
+assert torch.allclose(mine, theirs)
+print(f"total loss on the gallery: {float(mine):.4f}")
+
+# %% [markdown]
+# ## Summary
+#
+# - The decoder reads **one** digit capsule: the true class while training, the longest capsule at
+#   test time; the other nine are zeroed so the position tells which digit to draw.
+# - It is three fully connected layers, 160 → 512 → 1024 → 784, ReLU, ReLU, sigmoid - 1,411,344
+#   parameters in the paper network.
+# - Its loss is the sum of squared pixel errors, weighted by 0.0005 so that it regularises the
+#   capsules instead of dominating the margin loss.
+# - After brief training the decoder redraws digits from 16 numbers, which tells us those numbers
+#   describe the digit.
+
+# %% [markdown]
+# ## What's next
+#
+# Lesson 06 puts everything together: it trains the full CapsNet with `capsedu.fit`, plots loss and
+# accuracy curves, measures test accuracy and saves a checkpoint you can reuse in later lessons.

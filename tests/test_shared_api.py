@@ -1,0 +1,121 @@
+"""A network of another kind trains, saves, loads and ships through the shared API."""
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+import capsedu
+from capsedu import Loss, NetworkConfig, evaluate, fit, load_checkpoint, save_checkpoint
+from capsedu.nets import registry
+from capsedu.training.checkpoint import CheckpointError
+from capsedu.zoo.train import Recipe, train_shipped
+
+
+@dataclass(frozen=True)
+class ToyConfig(NetworkConfig):
+    hidden: int = 32
+    sizes: tuple[int, ...] = (28, 28)
+
+
+class ToyNet(nn.Module):
+    """A two-layer perceptron: not a capsule network, and that is the point."""
+
+    kind = "toy-mlp"
+    config_class = ToyConfig
+
+    def __init__(self, config: ToyConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or ToyConfig()
+        pixels = self.config.sizes[0] * self.config.sizes[1]
+        self.layers = nn.Sequential(nn.Flatten(), nn.Linear(pixels, self.config.hidden), nn.ReLU(),
+                                    nn.Linear(self.config.hidden, 10))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.layers(images)
+
+    def loss(self, images: torch.Tensor, labels: torch.Tensor) -> Loss:
+        logits = self(images)
+        return Loss(nn.functional.cross_entropy(logits, labels), (logits.argmax(1) == labels).sum())
+
+
+@pytest.fixture
+def toy_kind(monkeypatch):
+    monkeypatch.setattr(registry, "_EXTRA", {})
+    capsedu.register_network(ToyNet)
+    return ToyNet
+
+
+@pytest.fixture(scope="module")
+def offline():
+    train = capsedu.load_offline("train", verbose=False).subset(1000)
+    test = capsedu.load_offline("test", verbose=False)
+    return train, test
+
+
+def test_toy_network_trains_saves_and_loads(toy_kind, offline, tmp_path):
+    train, test = offline
+    generator = capsedu.set_seed(0)
+    model = ToyNet(ToyConfig(hidden=48))
+    history = fit(model, DataLoader(train, batch_size=50, shuffle=True, generator=generator),
+                  epochs=3, lr=3e-3, progress=False)
+    assert history["train_loss"][-1] < history["train_loss"][0]
+    accuracy = evaluate(model, DataLoader(test, batch_size=200))["accuracy"]
+    assert accuracy > 0.8, f"a perceptron on 1,000 images should pass 80 %, got {accuracy:.2%}"
+    path = save_checkpoint(tmp_path / "toy.pt", model, history=history)
+    loaded, info = load_checkpoint(path, expected_config=ToyConfig(hidden=48))
+    assert isinstance(loaded, ToyNet) and info["kind"] == "toy-mlp"
+    assert loaded.config == ToyConfig(hidden=48)  # the tuple field survives the round trip
+    torch.testing.assert_close(loaded(test.images[:5]), model.eval()(test.images[:5]))
+    with pytest.raises(CheckpointError, match="was saved with a different config - hidden"):
+        load_checkpoint(path, expected_config=ToyConfig(hidden=16))
+    with pytest.raises(CheckpointError, match="expected_config is a CapsNetConfig"):
+        load_checkpoint(path, expected_config=capsedu.CapsNetConfig.cpu())
+
+
+def test_toy_network_ships_and_loads_with_its_checksum(toy_kind, tmp_path):
+    recipe = Recipe(kind="toy-mlp", config=ToyConfig(hidden=16).to_dict(), epochs=1,
+                    batch_size=100, lr=3e-3, max_shift=0)
+    metrics = train_shipped("toy", recipe, tmp_path, data_root=tmp_path / "no-data",
+                            test_from_epoch=1, progress=False)
+    assert metrics["kind"] == "toy-mlp" and metrics["train_data"]["images"] == 4000
+    assert metrics["test_data"]["images"] == 1000  # no official split here: the offline test part
+    assert metrics["history"]["test_accuracy"][0] == pytest.approx(metrics["test_accuracy"], abs=0.01)
+    assert len(metrics["load_average_before"]) == 3
+    model = capsedu.pretrained("toy", weights_dir=tmp_path)
+    assert isinstance(model, ToyNet) and not model.training
+    (tmp_path / "toy.pt").write_bytes((tmp_path / "toy.pt").read_bytes()[:-10] + b"0" * 10)
+    with pytest.raises(CheckpointError, match="fails its checksum"):
+        capsedu.pretrained("toy", weights_dir=tmp_path)
+
+
+def test_an_unknown_kind_and_a_bad_registration_are_named(toy_kind, tmp_path):
+    path = save_checkpoint(tmp_path / "toy.pt", ToyNet())
+    registry._EXTRA.clear()
+    with pytest.raises(CheckpointError, match="unknown network kind 'toy-mlp'"):
+        load_checkpoint(path)
+    with pytest.raises(TypeError, match="model must be a capsedu network"):
+        fit(ToyNet(), [], epochs=1)
+    with pytest.raises(TypeError, match="kind"):
+        capsedu.register_network(nn.Linear)
+    with pytest.raises(ValueError, match="kind 'capsnet' is taken"):
+        capsedu.register_network(type("Other", (ToyNet,), {"kind": "capsnet"}))
+
+
+def test_fit_takes_a_loss_function_for_any_module(offline):
+    train, _ = offline
+    capsedu.set_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+
+    def loss_fn(net, images, labels):
+        logits = net(images)
+        return Loss(nn.functional.cross_entropy(logits, labels), (logits.argmax(1) == labels).sum())
+
+    history = fit(model, DataLoader(train, batch_size=50), epochs=3, lr=5e-3, loss_fn=loss_fn,
+                  progress=False)
+    assert history["train_accuracy"][-1] > 0.7
+    model.train()
+    evaluate(model, DataLoader(train, batch_size=100), loss_fn=loss_fn)
+    assert model.training, "evaluate must leave the caller's train mode as it found it"

@@ -1,0 +1,84 @@
+"""The shipped networks: checksum verified on load, tampering refused, accuracy re-measured."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+import capsedu
+from capsedu import CapsNet, CheckpointError, load_mnist, pretrained, pretrained_metrics
+from capsedu.zoo.shipped import WEIGHTS_DIR, available, sha256
+from capsedu.zoo.train import RECIPES
+
+SHIPPED = available()
+
+
+@pytest.fixture
+def weights_copy(tmp_path):
+    for suffix in (".pt", ".json"):
+        shutil.copy(WEIGHTS_DIR / f"capsnet{suffix}", tmp_path / f"capsnet{suffix}")
+    return tmp_path
+
+
+def test_every_recipe_is_shipped_and_every_shipped_network_has_its_recipe():
+    assert SHIPPED == sorted(RECIPES)
+    for name in SHIPPED:
+        metrics = pretrained_metrics(name)
+        assert metrics["recipe"] == capsedu.zoo.train.dataclasses.asdict(RECIPES[name]), name
+        assert metrics["kind"] == RECIPES[name].kind
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_checkpoint_matches_its_metrics(name):
+    metrics = pretrained_metrics(name)
+    checkpoint = WEIGHTS_DIR / metrics["checkpoint"]
+    assert sha256(checkpoint) == metrics["sha256"]
+    assert checkpoint.stat().st_size == metrics["size_bytes"] <= 10_000_000
+    assert metrics["test_data"]["images"] == 10_000 and "official" in metrics["test_data"]["source"]
+    assert metrics["train_data"]["source"].endswith("(train part)")  # never the offline test part
+
+
+def test_pretrained_loads_an_eval_mode_capsnet_with_the_recorded_config():
+    model = pretrained()
+    assert isinstance(model, CapsNet) and not model.training
+    assert model.config.to_dict() == pretrained_metrics()["recipe"]["config"]
+    assert model.config == capsedu.CapsNetConfig.cpu()
+
+
+def test_tampered_checkpoint_is_refused(weights_copy):
+    pretrained("capsnet", weights_dir=weights_copy)  # an intact copy loads
+    path = weights_copy / "capsnet.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="fails its checksum"):
+        pretrained("capsnet", weights_dir=weights_copy)
+
+
+def test_missing_and_inconsistent_files_give_clear_errors(weights_copy):
+    with pytest.raises(CheckpointError, match=r"no shipped network 'paper'.*shipped: 'capsnet'"):
+        pretrained("paper", weights_dir=weights_copy)
+    metrics = json.loads((weights_copy / "capsnet.json").read_text())
+    (weights_copy / "capsnet.json").write_text(json.dumps({**metrics, "kind": "cnn"}))
+    with pytest.raises(CheckpointError, match="holds a 'capsnet' network but capsnet.json says 'cnn'"):
+        pretrained("capsnet", weights_dir=weights_copy)
+    (weights_copy / "capsnet.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="capsnet.json is not valid JSON"):
+        pretrained("capsnet", weights_dir=weights_copy)
+    (weights_copy / "capsnet.json").write_text(json.dumps(metrics))
+    (weights_copy / "capsnet.pt").unlink()
+    with pytest.raises(CheckpointError, match="capsnet.pt named by capsnet.json is missing"):
+        pretrained("capsnet", weights_dir=weights_copy)
+    with pytest.raises(TypeError, match="name must be a non-empty str"):
+        pretrained(3)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_accuracy_is_what_the_weights_really_score(shared_data, name):
+    """Re-measure the recorded accuracy on the whole official test split."""
+    test = load_mnist("test", root=shared_data, download=False, verbose=False)
+    assert len(test) == 10_000
+    loader = torch.utils.data.DataLoader(test, batch_size=1000)
+    accuracy = capsedu.evaluate(pretrained(name), loader)["accuracy"]
+    assert accuracy == pytest.approx(pretrained_metrics(name)["test_accuracy"], abs=1e-4)
