@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.capsedu-installed
 
-.PHONY: install lab test unit notebooks lint sync student clean
+.PHONY: install lab test unit notebooks lint sync execute student clean
 
 install: $(STAMP)
 
@@ -44,6 +44,13 @@ lint: install
 # `make execute` re-runs what changed).
 sync: install
 	$(VENV)/bin/jupytext --sync notebooks/src/*.py
+
+# Re-execute, in the learner profile, every lesson whose stored outputs are stale (its code, the
+# capsedu modules or weights it uses changed); LESSONS="03 07" picks lessons. Needs the course's
+# data: CAPSEDU_DATA with the official MNIST test split (../shared/data on the course machines).
+LESSONS ?=
+execute: install
+	$(PY) -m capsedu.course.execute $(if $(LESSONS),$(LESSONS),--stale)
 
 # Handouts for a class: every lesson with its exercise solutions stubbed and outputs cleared.
 student: install

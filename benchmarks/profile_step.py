@@ -30,6 +30,7 @@ from reference_impls import REFERENCE_HEADS, ReferenceCapsNet, tutorial_squash  
 from speed import CAPSEDU, build_models, make_batch  # noqa: E402
 
 from capsedu import CapsNet, margin_loss, reconstruction_loss  # noqa: E402
+from capsedu.training.loop import default_optimizer  # noqa: E402
 
 STAGES = ["conv1", "primary caps", "routing", "decoder + loss"]
 GROUPS = {"convolutions": ["conv1", "primary caps"], "routing": ["routing"],
@@ -89,13 +90,21 @@ def staged_step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torc
         optimizer.zero_grad(set_to_none=True)
 
 
-def profile_steps(model: nn.Module, batch: int, steps: int) -> torch.profiler.profile:
-    images, labels = make_batch(batch)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+def profile_steps(model: nn.Module, batch: int, steps: int,
+                  device: torch.device) -> torch.profiler.profile:
+    r"""Profile ``steps`` staged training steps; capsedu uses the optimizer ``capsedu.fit`` uses
+    (fused Adam), the tutorial styles a plain ``torch.optim.Adam``."""
+    images, labels = make_batch(batch, device=device)
+    model = model.to(device)
+    optimizer = (default_optimizer(model, 1e-3, device) if isinstance(model, CapsNet)
+                 else torch.optim.Adam(model.parameters(), lr=1e-3))
     staged_step(model, optimizer, images, labels)  # warm-up
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
         for _ in range(steps):
             staged_step(model, optimizer, images, labels)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
     return prof
 
 
@@ -116,14 +125,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--steps", type=int, default=2, help="profiled steps after one warm-up")
     parser.add_argument("--ops", type=int, default=12, help="how many operators to list")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
+    device = torch.device(args.device)
     model = build_models(only=args.impl)[args.impl]
     load = os.getloadavg()
-    prof = profile_steps(model, args.batch, args.steps)
+    prof = profile_steps(model, args.batch, args.steps, device)
     rows = stage_table(prof, args.steps)
     total = sum(f + b for _, f, b in rows)
-    print(f"{args.impl}, batch {args.batch}, {args.steps} profiled steps, 2 threads, "
+    print(f"{args.impl}, batch {args.batch}, {args.steps} profiled steps, {device}, 2 threads, "
           f"load average {load[0]:.1f} -> {os.getloadavg()[0]:.1f}")
     print(f"{'stage':<18} {'forward ms':>11} {'backward ms':>12} {'total ms':>9} {'share':>6}")
     for group, forward, backward in rows:

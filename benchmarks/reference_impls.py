@@ -70,7 +70,7 @@ class BroadcastMatmulDigitCaps(_Head):
 
     def route(self, u_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         u_hat_inner = u_hat.detach() if self.detach_inner else u_hat
-        b = torch.zeros(*u_hat.shape[:3], 1, 1)  # (B, I, J, 1, 1)
+        b = u_hat.new_zeros(*u_hat.shape[:3], 1, 1)  # (B, I, J, 1, 1)
         for r in range(self.num_iterations):
             last = r == self.num_iterations - 1
             uh = u_hat if last else u_hat_inner
@@ -90,7 +90,7 @@ class EinsumDigitCaps(_Head):
 
     def route(self, u_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         u_hat_inner = u_hat.detach() if self.detach_inner else u_hat
-        b = torch.zeros(u_hat.shape[:3])  # (B, I, J)
+        b = u_hat.new_zeros(u_hat.shape[:3])  # (B, I, J)
         for r in range(self.num_iterations):
             last = r == self.num_iterations - 1
             uh = u_hat if last else u_hat_inner
@@ -115,7 +115,7 @@ class TiledDigitCaps(_Head):
         if self.num_iterations != 3:
             raise ValueError("TiledDigitCaps writes out exactly 3 iterations")
         u_hat_inner = u_hat.detach() if self.detach_inner else u_hat
-        b = torch.zeros(u_hat.shape[:3])  # (B, I, J)
+        b = u_hat.new_zeros(u_hat.shape[:3])  # (B, I, J)
         # iteration 1
         c = torch.softmax(b, dim=2)
         v = tutorial_squash((c[..., None] * u_hat_inner).sum(dim=1))  # (B, J, D_out)

@@ -1,16 +1,19 @@
 r"""capsedu against three tutorial-style CapsNets: training, inference, routing and memory.
 
-Run from the repository root (2 threads, the paper's network, about 10-20 minutes on a busy
-2-core machine)::
+Run from the repository root (2 threads, the paper's network, about 10 minutes on a 2-core
+machine)::
 
     .venv/bin/python benchmarks/speed.py                 # everything, prints a table and ratios
     .venv/bin/python benchmarks/speed.py --reps 3 --batch-sizes 64
+    .venv/bin/python benchmarks/speed.py --device cuda   # the same on a GPU, where there is one
 
 Every implementation holds the same weights. Before anything is timed the script asserts with
 ``torch.testing.assert_close`` that all of them give the same capsules, lengths, reconstructions,
 couplings and parameter gradients. Timings are interleaved (one step of each implementation in
 turn, the order rotating every round) so that load from other processes hits all of them alike;
-the table shows medians and the load average is printed next to it.
+the table shows medians and the load average is printed next to it. "routing" is the digit-capsule
+layer as a whole, u -> v: the prediction vectors u_hat = W u and Procedure 1, forward alone and
+forward + backward (gradients for u and W).
 
 Shape legend: B batch, I = 1152 primary capsules, J = 10 digit capsules, D = 16.
 """
@@ -34,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_impls import REFERENCE_HEADS, ReferenceCapsNet  # noqa: E402
 
 from capsedu import CapsNet, CapsNetConfig, margin_loss, reconstruction_loss  # noqa: E402
-from capsedu.nets.routing import dynamic_routing, dynamic_routing_fast  # noqa: E402
+from capsedu.nets.routing import dynamic_routing  # noqa: E402
 
 CAPSEDU = "capsedu"
+CPU = torch.device("cpu")
 
 
 def build_models(seed: int = 0, only: str | None = None) -> dict[str, nn.Module]:
@@ -52,11 +56,25 @@ def build_models(seed: int = 0, only: str | None = None) -> dict[str, nn.Module]
     return models
 
 
-def make_batch(batch: int, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def make_batch(batch: int, seed: int = 1,
+               device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     images = torch.rand(batch, 1, 28, 28, generator=generator)  # (B, 1, 28, 28)
     labels = torch.randint(0, 10, (batch,), generator=generator)  # (B,)
-    return images, labels
+    return images.to(device), labels.to(device)
+
+
+def cpu_model() -> str:
+    r"""The processor's model name, as /proc/cpuinfo gives it."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown processor"
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def loss_of(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -73,9 +91,10 @@ def _canonical_grads(model: nn.Module) -> dict[str, torch.Tensor]:
     return grads
 
 
-def assert_all_equal(models: dict[str, nn.Module], batch: int = 8) -> None:
+def assert_all_equal(models: dict[str, nn.Module], batch: int = 8,
+                     device: torch.device = CPU) -> None:
     r"""Same outputs and same parameter gradients from every implementation, or AssertionError."""
-    images, labels = make_batch(batch, seed=2)
+    images, labels = make_batch(batch, seed=2, device=device)
     results = {}
     for name, model in models.items():
         model.zero_grad(set_to_none=True)
@@ -96,7 +115,8 @@ def assert_all_equal(models: dict[str, nn.Module], batch: int = 8) -> None:
                                        msg=lambda m, n=name, k=key: f"{n} grad {k}: {m}")
 
 
-def interleaved(tasks: dict[str, Callable[[], object]], reps: int) -> dict[str, list[float]]:
+def interleaved(tasks: dict[str, Callable[[], object]], reps: int,
+                device: torch.device = CPU) -> dict[str, list[float]]:
     r"""Seconds per call of each task; one warm-up call each, then ``reps`` rotating rounds."""
     names = list(tasks)
     for name in names:
@@ -105,14 +125,17 @@ def interleaved(tasks: dict[str, Callable[[], object]], reps: int) -> dict[str, 
     for round_ in range(reps):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
+            synchronize(device)
             start = time.perf_counter()
             tasks[name]()
+            synchronize(device)
             times[name].append(time.perf_counter() - start)
     return times
 
 
-def train_tasks(models: dict[str, nn.Module], batch: int) -> dict[str, Callable[[], object]]:
-    images, labels = make_batch(batch)
+def train_tasks(models: dict[str, nn.Module], batch: int,
+                device: torch.device = CPU) -> dict[str, Callable[[], object]]:
+    images, labels = make_batch(batch, device=device)
     tasks = {}
     for name, model in models.items():
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -125,8 +148,9 @@ def train_tasks(models: dict[str, nn.Module], batch: int) -> dict[str, Callable[
     return tasks
 
 
-def inference_tasks(models: dict[str, nn.Module], batch: int) -> dict[str, Callable[[], object]]:
-    images, _ = make_batch(batch)
+def inference_tasks(models: dict[str, nn.Module], batch: int,
+                    device: torch.device = CPU) -> dict[str, Callable[[], object]]:
+    images, _ = make_batch(batch, device=device)
 
     def infer(model: nn.Module) -> None:
         with torch.inference_mode():
@@ -134,38 +158,36 @@ def inference_tasks(models: dict[str, nn.Module], batch: int) -> dict[str, Calla
     return {name: (lambda model=model: infer(model)) for name, model in models.items()}
 
 
-def routing_tasks(models: dict[str, nn.Module], batch: int,
-                  backward: bool) -> dict[str, Callable[[], object]]:
-    r"""u_hat -> v only. capsedu's readable ``dynamic_routing`` is timed too, for reference."""
-    generator = torch.Generator().manual_seed(3)
-    u = 0.3 * torch.randn(batch, 1152, 8, generator=generator)  # (B, I, D_in)
-    grad_v = torch.randn(batch, 10, 16, generator=generator)  # (B, J, D_out)
-    capsnet = models[CAPSEDU]
-    with torch.no_grad():
-        u_hat = capsnet.digits.predict(u).contiguous()  # (B, I, J, D_out)
-    routers: dict[str, tuple[Callable, torch.Tensor]] = {
-        CAPSEDU: (lambda x: dynamic_routing_fast(x, 3), u_hat),
-        "capsedu readable": (lambda x: dynamic_routing(x, 3), u_hat)}
-    for name, model in models.items():
-        if name != CAPSEDU:
-            with torch.no_grad():
-                routers[name] = (model.digits.route, model.digits.predict(u))
+def routing_tasks(models: dict[str, nn.Module], batch: int, backward: bool,
+                  device: torch.device = CPU) -> dict[str, Callable[[], object]]:
+    r"""The digit-capsule layer as a whole, u -> (v, c): u_hat = W u and Procedure 1.
 
-    def run(route: Callable, inputs: torch.Tensor) -> None:
+    capsedu's readable ``dynamic_routing`` on ``predict``'s u_hat is timed too, for reference.
+    With ``backward``, gradients flow to u and to W.
+    """
+    generator = torch.Generator().manual_seed(3)
+    u = (0.3 * torch.randn(batch, 1152, 8, generator=generator)).to(device)  # (B, I, D_in)
+    grad_v = torch.randn(batch, 10, 16, generator=generator).to(device)  # (B, J, D_out)
+    capsnet = models[CAPSEDU]
+    routers: dict[str, Callable] = {name: model.digits for name, model in models.items()}
+    routers["capsedu readable"] = lambda x: dynamic_routing(capsnet.digits.predict(x), 3)
+
+    def run(route: Callable) -> None:
         if not backward:
             with torch.no_grad():
-                route(inputs)
+                route(u)
             return
-        leaf = inputs.detach().requires_grad_()
+        leaf = u.detach().requires_grad_()
         v, _ = route(leaf)
         v.backward(grad_v)
-    return {name: (lambda r=r, i=i: run(r, i)) for name, (r, i) in routers.items()}
+    return {name: (lambda r=r: run(r)) for name, r in routers.items()}
 
 
-def peak_memory_mb(name: str, batch: int) -> float:
-    r"""Peak RSS growth (MiB) during one training step, measured in a fresh process."""
+def peak_memory_mb(name: str, batch: int, device: torch.device) -> float:
+    r"""Peak memory growth (MiB) during one training step, measured in a fresh process: the
+    resident set size on a CPU, the CUDA caching allocator's peak on a GPU."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
-    cmd = [sys.executable, __file__, "--memory-child", name, str(batch)]
+    cmd = [sys.executable, __file__, "--memory-child", name, str(batch), str(device)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -177,11 +199,19 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def memory_child(name: str, batch: int) -> None:
+def memory_child(name: str, batch: int, device: torch.device) -> None:
     torch.set_num_threads(2)
-    models = build_models(only=name)
-    step = train_tasks(models, batch)[name]
+    models = {n: m.to(device) for n, m in build_models(only=name).items()}
+    step = train_tasks(models, batch, device)[name]
     step()  # warm-up: optimizer state and one-time buffers are allocated here
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        torch.cuda.synchronize(device)
+        print((torch.cuda.max_memory_allocated(device) - base) / 2 ** 20)
+        return
     Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
     base = _status_kib("VmRSS")
     step()
@@ -198,32 +228,39 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
-    parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
+    parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
-        memory_child(args.memory_child[0], int(args.memory_child[1]))
+        name, batch, device = args.memory_child
+        memory_child(name, int(batch), torch.device(device))
         return {}
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: no CUDA GPU is available here")
     torch.set_num_threads(2)
-    models = build_models()
-    assert_all_equal(models)
+    models = {name: model.to(device) for name, model in build_models().items()}
+    assert_all_equal(models, device=device)
     print(f"outputs and gradients of {', '.join(models)} agree (torch.testing.assert_close)")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
     results: dict = {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                     "load_before": os.getloadavg(), "reps": args.reps}
+                     "device": f"{device} ({where})", "load_before": os.getloadavg(),
+                     "reps": args.reps}
     big = max(args.batch_sizes)
     for batch in args.batch_sizes:
-        times = interleaved(train_tasks(models, batch), args.reps)
+        times = interleaved(train_tasks(models, batch, device), args.reps, device)
         results[f"train_b{batch}"] = {n: batch / statistics.median(t) for n, t in times.items()}
         print(f"train b{batch} done, load {os.getloadavg()[0]:.1f}", flush=True)
-    times = interleaved(inference_tasks(models, big), args.reps)
+    times = interleaved(inference_tasks(models, big, device), args.reps, device)
     results[f"infer_b{big}"] = {n: big / statistics.median(t) for n, t in times.items()}
     for backward in (False, True):
         key = "routing_fwd_bwd_ms" if backward else "routing_fwd_ms"
-        times = interleaved(routing_tasks(models, 64, backward), args.reps)
+        times = interleaved(routing_tasks(models, 64, backward, device), 3 * args.reps, device)
         results[key] = {n: _median_ms(t) for n, t in times.items()}
     print(f"timings done, load {os.getloadavg()[0]:.1f}", flush=True)
     if not args.no_memory:
         for batch in args.batch_sizes:
-            results[f"peak_mb_b{batch}"] = {n: peak_memory_mb(n, batch) for n in models}
+            results[f"peak_mb_b{batch}"] = {n: peak_memory_mb(n, batch, device) for n in models}
     results["load_after"] = os.getloadavg()
     print_report(results, list(models))
     if args.json:
@@ -239,8 +276,9 @@ def print_report(results: dict, names: list[str]) -> None:
     for name in names + ["capsedu readable"]:
         rows.append([name] + [f"{results[c][name]:.1f}" if name in results[c] else "" for c in columns])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    print(f"\ntorch {results['torch']}, {results['threads']} threads, {results['reps']} rounds, "
-          f"load average before {results['load_before']}, after {results['load_after']}")
+    print(f"\n{results['device']}, torch {results['torch']}, {results['threads']} threads, "
+          f"{results['reps']} rounds (routing: {3 * results['reps']}), load average before "
+          f"{results['load_before']}, after {results['load_after']}")
     for row in rows:
         print(" | ".join(cell.ljust(w) for cell, w in zip(row, widths)))
     print("\ncapsedu speed-up (x) over each reference (higher is better; memory: reference / capsedu)")

@@ -1,85 +1,87 @@
-r"""Time to 98.0 % and 98.5 % test accuracy of the CPU profile, trained on the offline subset.
+r"""Time to 98.0 % and 98.5 % test accuracy of a shipped network's recipe, median of several seeds.
 
-Trains ``CapsNetConfig.cpu()`` with the CPU profile's recipe (:class:`capsedu.pretrain.Recipe`:
-one-cycle Adam, 2-pixel random shifts) on the 5,000 offline MNIST training images, tests it on
-the official 10,000-image test split after every epoch, and prints the training time (wall and
-process CPU time, evaluation excluded) at which each target was first reached. The load average
-is printed next to every figure: on a shared machine wall times are inflated by the other
-processes, CPU time much less so.
+Trains the recipe of a shipped network (default ``capsnet``, :data:`capsedu.zoo.train.RECIPES`:
+``CapsNetConfig.cpu()``, one-cycle Adam, 2-pixel shifts, the 4,000-image offline training part)
+once per seed, tests it on the official 10,000-image test split after every epoch, and prints
+for each seed and as the median over seeds the training time (wall, evaluation excluded) at
+which each target was first reached, and the final accuracy. The load average before and after
+each run is printed beside it.
 
-Usage (from the repository root, with the official MNIST files under ``$CAPSEDU_DATA``)::
+Usage (from the repository root, with the official MNIST test split under ``$CAPSEDU_DATA``)::
 
-    CAPSEDU_DATA=/path/to/data python benchmarks/time_to_accuracy.py
+    CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/time_to_accuracy.py --seeds 0 1 2
+    .venv/bin/python benchmarks/time_to_accuracy.py --name capsnet --epochs 20 --seeds 0
 
-It also writes the trained checkpoint and its metrics JSON (``--out``, a temporary folder by
-default), so a run can be shipped with ``--out capsedu/weights/capsnet_cpu.pt``.
+Each run writes its checkpoint and metrics JSON into a temporary folder (``--out-dir`` to keep them).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import statistics
 import tempfile
 from pathlib import Path
 
 import torch
-from capsedu.pretrain import Recipe, pretrain
 
-from capsedu.data.mnist import data_root
-from capsedu.nets.capsnet import CapsNetConfig
+from capsedu.zoo.train import RECIPES, train_shipped
 
 TARGETS = (0.98, 0.985)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    defaults = Recipe()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=defaults.epochs)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate")
-    parser.add_argument("--max-shift", type=int, default=defaults.max_shift)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--test-from-epoch", type=int, default=1,
-                        help="first epoch after which the test split is evaluated (default 1)")
+    parser.add_argument("--name", default="capsnet", choices=sorted(RECIPES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=None, help="override the recipe's epochs")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--lr", type=float, default=None, help="peak learning rate")
     parser.add_argument("--data-root", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where to write the checkpoint (default: a temporary folder)")
+    parser.add_argument("--out-dir", type=Path, default=None)
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     return parser.parse_args(argv)
 
 
-def summary_lines(metrics: dict) -> list[str]:
-    r"""The result block: time to each target, final accuracy, throughput and load."""
-    load = metrics["load_average_1min_during_training"]
-    lines = [f"config: {CapsNetConfig.from_dict(metrics['config'])}",
-             f"recipe: {metrics['recipe']}",
-             (f"training throughput {metrics['train_images_per_second']} images/s wall; "
-              f"load average during training {load['mean']} (min {load['min']}, "
-              f"max {load['max']}) on {metrics['cpu_count']} CPUs")]
-    for target in TARGETS:
-        reached = metrics[f"time_to_{target * 100:.1f}"]
-        lines.append(f"time to {target:.1%}: " + ("not reached" if reached is None else
-                     f"{reached['train_wall_seconds']:.0f} s wall / {reached['train_cpu_seconds']:.0f}"
-                     f" s CPU of training (epoch {reached['epoch']})"))
-    lines.append(f"final test accuracy {metrics['test_accuracy']:.2%} (as shipped, "
-                 f"{'float16' if metrics['half_precision'] else 'float32'}), "
-                 f"{metrics['train_wall_seconds']:.0f} s wall / {metrics['train_cpu_seconds']:.0f} s "
-                 f"CPU of training in all")
-    return lines
+def _reached(metrics: dict, target: float) -> float | None:
+    found = metrics[f"time_to_{target * 100:.1f}"]
+    return None if found is None else found["train_seconds"]
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None) -> list[dict]:
     args = parse(argv)
     torch.set_num_threads(args.threads)
-    recipe = Recipe(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                    max_shift=args.max_shift, seed=args.seed)
-    out = args.out or Path(tempfile.mkdtemp(prefix="capsedu-tta-")) / "capsnet_cpu.pt"
-    print(f"data root {data_root(args.data_root)}; load average now {os.getloadavg()[0]:.1f}")
-    metrics = pretrain(recipe, out, data_root=args.data_root, test_from_epoch=args.test_from_epoch,
-                       progress=False, report=lambda line: print(line, flush=True))
-    print("\n".join(summary_lines(metrics)))
-    print(f"checkpoint {out} ({metrics['size_bytes'] / 1e6:.1f} MB), metrics {out.with_suffix('.json')}")
-    return metrics
+    overrides = {k: v for k, v in (("epochs", args.epochs), ("batch_size", args.batch_size),
+                                   ("lr", args.lr)) if v is not None}
+    runs = []
+    for seed in args.seeds:
+        recipe = dataclasses.replace(RECIPES[args.name], seed=seed, **overrides)
+        out = args.out_dir or Path(tempfile.mkdtemp(prefix="capsedu-tta-"))
+        metrics = train_shipped(f"{args.name}_seed{seed}", recipe, out, data_root=args.data_root,
+                                test_from_epoch=1, progress=False)
+        runs.append(metrics)
+        times = ", ".join(f"{t:.1%} after {_reached(metrics, t) or float('nan'):.0f} s"
+                          for t in TARGETS)
+        print(f"seed {seed}: {times}; final {metrics['test_accuracy']:.2%} after "
+              f"{metrics['train_wall_seconds']:.0f} s ({metrics['train_images_per_second']:.0f} "
+              f"img/s); load {metrics['load_average_before']} -> {metrics['load_average_after']}",
+              flush=True)
+    print(f"\n{args.name}: {dataclasses.replace(RECIPES[args.name], seed=-1, **overrides)}")
+    print(f"test data: {runs[0]['test_data']['source']} ({runs[0]['test_data']['images']:,} images)")
+    print("| target | " + " | ".join(f"seed {s}" for s in args.seeds) + " | median |")
+    print("| --- | " + " | ".join("---" for _ in args.seeds) + " | --- |")
+    for target in TARGETS:
+        values = [_reached(m, target) for m in runs]
+        known = [v for v in values if v is not None]
+        median = statistics.median(known) if len(known) == len(values) else None
+        cells = ["not reached" if v is None else f"{v:.0f} s" for v in values]
+        print(f"| {target:.1%} | " + " | ".join(cells) + " | "
+              + ("not reached by every seed" if median is None else f"{median:.0f} s") + " |")
+    finals = [m["test_accuracy"] for m in runs]
+    print("| final | " + " | ".join(f"{a:.2%}" for a in finals) + f" | {statistics.median(finals):.2%} |")
+    print(f"load average now {tuple(round(x, 2) for x in os.getloadavg())}")
+    return runs
 
 
 if __name__ == "__main__":

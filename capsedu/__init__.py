@@ -26,7 +26,7 @@ from capsedu.nets.capsnet import CapsNet, CapsNetConfig, CapsNetOutput, capsnet_
 from capsedu.nets.losses import margin_loss, reconstruction_loss
 from capsedu.nets.primary import PrimaryCaps
 from capsedu.nets.registry import Loss, NetworkConfig, register_network
-from capsedu.nets.routing import DigitCaps, dynamic_routing, dynamic_routing_fast
+from capsedu.nets.routing import DigitCaps, dynamic_routing
 from capsedu.nets.squash import squash
 from capsedu.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from capsedu.training.loop import evaluate, fit
@@ -45,7 +45,7 @@ __version__ = "0.2.0"
 __all__ = [
     "CapsNet", "CapsNetConfig", "CapsNetOutput", "CheckpointError", "DataFileError", "DigitCaps",
     "Loss", "MNISTData", "NetworkConfig", "PrimaryCaps", "capsnet_loss", "choose",
-    "default_device", "deterministic_algorithms", "dynamic_routing", "dynamic_routing_fast",
+    "default_device", "deterministic_algorithms", "dynamic_routing",
     "eval_mode", "evaluate", "fast_profile", "fit", "learner_subset", "load_checkpoint",
     "load_mnist", "load_offline", "margin_loss", "mask_capsules", "pretrained",
     "pretrained_metrics", "random_shift", "reconstruction_loss", "register_network",

@@ -101,16 +101,21 @@ def test_dimension_effects_mistakes(model, image, fn, hint):
     assert not result and hint in result.message
 
 
-def test_dimension_names():
-    effects = torch.tensor([0.05, 0.01, 0.04, 0.002, 0.03, 0.02, 0.06, 0.001])
-    assert check_dimension_names({6: "stroke width", 0: "slant", 2: "wider"}, effects)
-    cases = [([1, 2, 3], "dict"), ({6: "a b c"}, "at least 3"),
-             ({6: "stroke width", "0": "slant", 2: "wider"}, "keys"),
-             ({6: "stroke width", 0: "...", 2: "wider"}, "describe"),
-             ({6: "stroke width", 0: "slant", 3: "wider"}, "barely change"),
-             ({6: "stroke width", 0: "slant", 99: "wider"}, "keys")]
+def test_dimension_names(model, image):
+    ranking = reference_dimension_effects(model, image).argsort(descending=True).tolist()
+    top, weakest = ranking[:3], ranking[-1]
+
+    def naming(names):
+        return lambda effects: names
+
+    assert check_dimension_names(naming(dict(zip(top, ["stroke width", "slant", "wider"]))), model, image)
+    cases = [([1, 2, 3], "dict"), ({top[0]: "a b c"}, "at least 3"),
+             ({top[0]: "stroke width", str(top[1]): "slant", top[2]: "wider"}, "keys"),
+             ({top[0]: "stroke width", top[1]: "...", top[2]: "wider"}, "describe"),
+             ({top[0]: "stroke width", top[1]: "slant", weakest: "wider"}, "barely change"),
+             ({top[0]: "stroke width", top[1]: "slant", 99: "wider"}, "keys")]
     for names, hint in cases:
-        result = check_dimension_names(names, effects)
+        result = check_dimension_names(naming(names), model, image)
         assert not result and hint in result.message, (names, result.message)
 
 

@@ -1,72 +1,87 @@
-"""The fast routing path (what DigitCaps runs) equals the readable one (what the lessons teach)."""
+"""The fast path (what DigitCaps runs) equals the readable routing (what the lessons teach)."""
 
 import pytest
 import torch
 
 from capsedu import DigitCaps, dynamic_routing
-from capsedu.nets.routing import dynamic_routing_fast
+from capsedu.nets.routing_fast import predict_and_route
 
-SHAPES = [(2, 6, 3, 4), (3, 1152, 10, 16), (1, 1, 1, 1), (4, 5, 1, 3), (2, 7, 2, 1)]
+# (B, I, J, D_out, D_in): small, single capsules on either side, a batch of one, the paper's size
+SHAPES = [(2, 6, 3, 4, 2), (3, 1152, 10, 16, 8), (1, 1, 1, 1, 1), (4, 5, 1, 3, 2),
+          (2, 1, 4, 2, 3), (1, 7, 2, 1, 1)]
 
 
-def _values_and_grads(fn, u_hat, iterations, detach_inner, weights_v, weights_c):
-    u_hat = u_hat.detach().clone().requires_grad_()
-    v, c = fn(u_hat, iterations, detach_inner)
+def _readable(W, u, iterations):
+    return dynamic_routing(torch.einsum("ijdk,bik->bijd", W, u), iterations, detach_inner=True)
+
+
+def _values_and_grads(fn, W, u, iterations, weights_v, weights_c):
+    W, u = W.detach().clone().requires_grad_(), u.detach().clone().requires_grad_()
+    v, c = fn(W, u, iterations)
     loss = (v * weights_v).sum() + (c * weights_c).sum()
-    (grad,) = torch.autograd.grad(loss, u_hat, allow_unused=True)
-    return v, c, torch.zeros_like(u_hat) if grad is None else grad
+    return (v, c, *torch.autograd.grad(loss, [W, u]))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("iterations", [1, 2, 3, 5])
-@pytest.mark.parametrize("detach_inner", [True, False])
-def test_fast_equals_readable_values_and_gradients(rng, shape, iterations, detach_inner):
-    u_hat = torch.randn(*shape, generator=rng, dtype=torch.float64)
-    batch, num_in, num_out, dim = shape
+def test_fast_equals_readable_values_and_gradients(rng, shape, iterations):
+    batch, num_in, num_out, dim, dim_in = shape
+    W = 0.3 * torch.randn(num_in, num_out, dim, dim_in, generator=rng, dtype=torch.float64)
+    u = torch.randn(batch, num_in, dim_in, generator=rng, dtype=torch.float64)
     weights_v = torch.randn(batch, num_out, dim, generator=rng, dtype=torch.float64)
     weights_c = torch.randn(batch, num_in, num_out, generator=rng, dtype=torch.float64)
-    readable = _values_and_grads(dynamic_routing, u_hat, iterations, detach_inner, weights_v, weights_c)
-    fast = _values_and_grads(dynamic_routing_fast, u_hat, iterations, detach_inner, weights_v, weights_c)
-    for name, a, b in zip(["v", "c", "grad u_hat"], readable, fast):
+    readable = _values_and_grads(_readable, W, u, iterations, weights_v, weights_c)
+    fast = _values_and_grads(predict_and_route, W, u, iterations, weights_v, weights_c)
+    for name, a, b in zip(["v", "c", "grad W", "grad u"], readable, fast):
         torch.testing.assert_close(b, a, msg=lambda m, name=name: f"{name}: {m}")
 
 
-def test_gradients_really_differ_between_detach_settings(rng):
-    """Guards the test above: the two detach settings must give different gradients."""
-    u_hat = torch.randn(2, 6, 3, 4, generator=rng, dtype=torch.float64)
-    weights_v = torch.randn(2, 3, 4, generator=rng, dtype=torch.float64)
-    zeros_c = torch.zeros(2, 6, 3, dtype=torch.float64)
-    g_detached = _values_and_grads(dynamic_routing_fast, u_hat, 3, True, weights_v, zeros_c)[2]
-    g_full = _values_and_grads(dynamic_routing_fast, u_hat, 3, False, weights_v, zeros_c)[2]
-    assert not torch.allclose(g_detached, g_full)
-
-
-def test_fast_gradcheck_full_backprop(rng):
-    u_hat = torch.randn(2, 4, 3, 2, generator=rng, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda u: dynamic_routing_fast(u, 3, detach_inner=False)[0], (u_hat,))
-    assert torch.autograd.gradcheck(lambda u: dynamic_routing_fast(u, 3, detach_inner=False)[1], (u_hat,))
+def test_the_couplings_really_change_across_iterations(rng):
+    """Guards the test above: with r > 1 the couplings are far from uniform, so an
+    implementation that skipped the agreement step could not pass it."""
+    W = 0.3 * torch.randn(6, 3, 4, 2, generator=rng, dtype=torch.float64)
+    u = torch.randn(2, 6, 2, generator=rng, dtype=torch.float64)
+    _, c = predict_and_route(W, u, 5)
+    assert (c - 1 / 3).abs().max() > 0.1
 
 
 def test_fast_equals_readable_in_float32_at_paper_size(rng):
-    u_hat = 0.05 * torch.randn(4, 1152, 10, 16, generator=rng)
-    v, c = dynamic_routing(u_hat, 3)
-    v_fast, c_fast = dynamic_routing_fast(u_hat, 3)
+    W = 0.05 * torch.randn(1152, 10, 16, 8, generator=rng)
+    u = torch.randn(4, 1152, 8, generator=rng) / 3
+    v, c = _readable(W, u, 3)
+    v_fast, c_fast = predict_and_route(W, u, 3)
     torch.testing.assert_close(v_fast, v)
     torch.testing.assert_close(c_fast, c)
 
 
-def test_digit_caps_uses_a_path_equal_to_the_readable_routing(rng):
-    torch.manual_seed(0)
-    layer = DigitCaps(12, 4, 3, 5, num_iterations=3).double()
+@pytest.mark.parametrize("detach_inner", [True, False])
+def test_digit_caps_equals_the_readable_routing(rng, detach_inner):
+    layer = DigitCaps(12, 4, 3, 5, num_iterations=3, detach_inner=detach_inner).double()
+    with torch.no_grad():
+        layer.W.normal_(0, 0.3, generator=rng)
     u = torch.randn(2, 12, 4, generator=rng, dtype=torch.float64, requires_grad=True)
     v, c = layer(u)
-    v_ref, c_ref = dynamic_routing(layer.predict(u), 3, detach_inner=True)
+    v_ref, c_ref = dynamic_routing(layer.predict(u), 3, detach_inner=detach_inner)
     torch.testing.assert_close(v, v_ref)
     torch.testing.assert_close(c, c_ref)
     grads = torch.autograd.grad(v.square().sum(), [u, layer.W])
     grads_ref = torch.autograd.grad(v_ref.square().sum(), [u, layer.W])
     for got, expected in zip(grads, grads_ref):
         torch.testing.assert_close(got, expected)
+
+
+def test_detach_settings_give_different_gradients(rng):
+    """Guards the test above: detach_inner=False must not quietly take the fast path."""
+    grads = []
+    for detach_inner in (True, False):
+        layer = DigitCaps(12, 4, 3, 5, num_iterations=3, detach_inner=detach_inner).double()
+        with torch.no_grad():
+            layer.W.copy_(0.3 * torch.randn(12, 3, 5, 4, generator=torch.Generator().manual_seed(1),
+                                            dtype=torch.float64))
+        u = torch.randn(2, 12, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64,
+                        requires_grad=True)
+        grads.append(torch.autograd.grad(layer(u)[0].square().sum(), u)[0])
+    assert not torch.allclose(grads[0], grads[1])
 
 
 def test_predict_equals_per_capsule_matrix_products(rng):
@@ -77,13 +92,13 @@ def test_predict_equals_per_capsule_matrix_products(rng):
     torch.testing.assert_close(layer.predict(u), expected)
 
 
-@pytest.mark.parametrize("u_hat, iterations, error, match", [
-    (torch.zeros(2, 3, 4), 3, ValueError, r"4-D tensor \(B, I, J, D\)"),
-    (torch.zeros(0, 3, 4, 5), 3, ValueError, "empty batch"),
-    (torch.zeros(1, 3, 4, 5, dtype=torch.long), 3, TypeError, "floating-point"),
-    (torch.zeros(1, 3, 4, 5), 0, ValueError, "num_iterations must be >= 1"),
-    (torch.zeros(1, 3, 4, 5), 2.0, TypeError, "num_iterations must be an int"),
+@pytest.mark.parametrize("u, iterations, error, match", [
+    (torch.zeros(2, 3), 3, ValueError, r"u must be a 3-D tensor \(B, 6, 4\)"),
+    (torch.zeros(0, 6, 4), 3, ValueError, "empty batch"),
+    (torch.zeros(1, 6, 4, dtype=torch.long), 3, TypeError, "floating-point"),
+    (torch.zeros(1, 6, 4), 0, ValueError, "num_iterations must be >= 1"),
+    (torch.zeros(1, 6, 4), 2.0, TypeError, "num_iterations must be an int"),
 ])
-def test_fast_rejects_bad_input(u_hat, iterations, error, match):
+def test_digit_caps_rejects_bad_input(u, iterations, error, match):
     with pytest.raises(error, match=match):
-        dynamic_routing_fast(u_hat, iterations)
+        DigitCaps(6, 4, 3, 5)(u, iterations)

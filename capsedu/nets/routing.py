@@ -1,8 +1,10 @@
 r"""Dynamic routing by agreement (Sabour et al. 2017, Procedure 1, Eqs. 2-3) and ``DigitCaps``.
 
 Everything lesson 03 builds lives here: the readable :func:`dynamic_routing` that the lessons
-teach, the fast formulation the network runs (tested equal to it, values and gradients), and
-the fully connected capsule layer :class:`DigitCaps` (prediction vectors, Eq. 2, then routing).
+teach and the fully connected capsule layer :class:`DigitCaps` (prediction vectors, Eq. 2, then
+routing). ``DigitCaps`` runs the same computation through
+:func:`capsedu.nets.routing_fast.predict_and_route`, which never builds the (B, I, J, D)
+prediction vectors and is tested equal to :func:`dynamic_routing` in values and gradients.
 
 Shape legend:
     B      batch size
@@ -22,7 +24,8 @@ import torch
 from torch import nn
 
 from capsedu._validate import require_finite, require_int, require_nonempty_batch, require_tensor
-from capsedu.nets.squash import squash, squash_unchecked
+from capsedu.nets.routing_fast import predict_and_route
+from capsedu.nets.squash import squash
 
 
 def dynamic_routing(u_hat: torch.Tensor, num_iterations: int = 3,
@@ -66,52 +69,14 @@ def dynamic_routing(u_hat: torch.Tensor, num_iterations: int = 3,
     return v, c
 
 
-def dynamic_routing_fast(u_hat: torch.Tensor, num_iterations: int = 3,
-                         detach_inner: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Same result as :func:`dynamic_routing` (Procedure 1, Eqs. 1-3), with batched matmuls.
-
-    ``dynamic_routing`` is the version to read; this one is what ``DigitCaps`` runs. Both sums
-    over a capsule axis become one ``torch.bmm`` each, so no (B, I, J, D) product is ever
-    materialised:
-
-    * Eq. 2, :math:`\mathbf s_j = \sum_i c_{ij}\hat{\mathbf u}_{j|i}`: ``c^T`` (B, J, I) times
-      ``u_hat`` seen as (B, I, J*D) gives every ``sum_i c_ij u_hat_{k|i}`` (B, J, J, D); the
-      wanted ``s_j`` are its diagonal blocks ``k = j``.
-    * agreement :math:`\hat{\mathbf u}_{j|i}\cdot\mathbf v_j`: ``u_hat`` (B, I, J*D) times the
-      block-diagonal (B, J*D, J) matrix whose column ``j`` holds ``v_j`` in rows ``j*D:(j+1)*D``.
-
-    The J-fold redundant multiply-adds are cheap next to reading ``u_hat`` from memory.
-    It checks shapes only: the network checks its input for NaN/inf once, where it enters.
-
-    Args and returns: as :func:`dynamic_routing`.
-    """
-    require_tensor("u_hat", u_hat, ndim=4, shape="(B, I, J, D)", floating=True)
-    require_nonempty_batch("u_hat", u_hat)
-    require_int("num_iterations", num_iterations, minimum=1)
-    batch, num_in, num_out, dim = u_hat.shape
-    u_flat = u_hat.reshape(batch, num_in, num_out * dim)  # (B, I, J*D)
-    u_inner = u_flat.detach() if detach_inner else u_flat
-    eye = torch.eye(num_out, dtype=u_hat.dtype, device=u_hat.device)  # (J, J)
-    b = u_hat.new_zeros(batch, num_in, num_out)  # (B, I, J)
-    for iteration in range(num_iterations):
-        last = iteration == num_iterations - 1
-        u = u_flat if last else u_inner  # (B, I, J*D)
-        c = torch.softmax(b, dim=2)  # (B, I, J)
-        s_all = torch.bmm(c.transpose(1, 2), u).view(batch, num_out, num_out, dim)  # (B, J, J, D)
-        s = s_all.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (B, J, D)  Eq. 2
-        v = squash_unchecked(s, dim=-1)  # (B, J, D)  Eq. 1
-        if not last:
-            v_blocks = (v.unsqueeze(-1) * eye.unsqueeze(1)).view(batch, num_out * dim, num_out)
-            b = b + torch.bmm(u, v_blocks)  # (B, I, J)  agreement u_hat . v
-    return v, c
-
-
 class DigitCaps(nn.Module):
     r"""Fully connected capsule layer: prediction vectors (Eq. 2) then dynamic routing.
 
     ``W`` has shape (I, J, D_out, D_in) and :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`;
-    it is initialised with a normal distribution of standard deviation 0.01. Routing runs
-    :func:`dynamic_routing_fast`, tested equal (values and gradients) to :func:`dynamic_routing`.
+    it is initialised with a normal distribution of standard deviation 0.01. With
+    ``detach_inner=True`` (the default) the forward pass runs
+    :func:`~capsedu.nets.routing_fast.predict_and_route`, tested equal (values and gradients) to
+    :func:`dynamic_routing` on :meth:`predict`'s output; with ``False``, that readable path itself.
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int,
@@ -139,9 +104,12 @@ class DigitCaps(nn.Module):
     def forward(self, u: torch.Tensor,
                 num_iterations: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Return output capsules ``v`` (B, J, D_out) and coupling coefficients ``c`` (B, I, J)."""
-        u_hat = self.predict(u)  # (B, I, J, D_out)
         iterations = self.num_iterations if num_iterations is None else num_iterations
-        return dynamic_routing_fast(u_hat, iterations, detach_inner=self.detach_inner)
+        require_int("num_iterations", iterations, minimum=1)
+        if not self.detach_inner:
+            return dynamic_routing(self.predict(u), iterations, detach_inner=False)
+        self._check_input(u)
+        return predict_and_route(self.W, u, iterations)  # (B, J, D_out), (B, I, J)
 
     def extra_repr(self) -> str:
         return (f"in_caps={self.in_caps}, in_dim={self.in_dim}, out_caps={self.out_caps}, "

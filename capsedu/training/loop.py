@@ -12,6 +12,10 @@ the network. Optimiser: Adam. Learning-rate schedules:
 * ``"onecycle"`` rises to ``lr`` over the first 20 % of the batches, then anneals to ~0 by the
   last batch (stepped every batch): the recipe of the shipped networks.
 
+The default optimiser is ``torch.optim.Adam`` with ``fused=True`` on CPUs and CUDA GPUs: one
+kernel updates every parameter (the same algorithm as the per-parameter loop, with fewer
+passes over memory; ``benchmarks/fit_speed.py`` measures what it saves).
+
 Shape legend:
     B      batch size
 """
@@ -75,7 +79,7 @@ def _run_epoch(model: torch.nn.Module, loader: Iterable[Batch], device: torch.de
         correct += int(right)
         seen += len(images)
         bar.update(1)
-        bar.set_postfix(loss=f"{total_loss / seen:.4f}", acc=f"{correct / seen:.3f}")
+        bar.set_postfix(loss=f"{total_loss / seen:.4f}", acc=f"{correct / seen:.3f}", refresh=False)
     if seen == 0:
         raise ValueError("the data loader yielded no batches; expected at least one (images, targets)")
     return {"loss": total_loss / seen, "accuracy": correct / seen}
@@ -101,6 +105,12 @@ def evaluate(model: torch.nn.Module, loader: Iterable[Batch], *,
         return _run_epoch(model, loader, torch.device(device), loss_fn, bar)
 
 
+def default_optimizer(model: torch.nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
+    r"""Adam, fused into one kernel where PyTorch has one (CPU, CUDA)."""
+    fused = device.type in ("cpu", "cuda") and all(p.is_floating_point() for p in model.parameters())
+    return torch.optim.Adam(model.parameters(), lr=lr, fused=fused or None)
+
+
 def _scheduler(optimizer: torch.optim.Optimizer, schedule: str, lr: float, lr_decay: float,
                epochs: int, steps: int | None) -> tuple[torch.optim.lr_scheduler.LRScheduler, bool]:
     r"""The learning-rate scheduler and whether it is stepped every batch (else every epoch)."""
@@ -124,7 +134,7 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
     Args:
         loss_fn: ``loss_fn(model, images, targets) -> Loss``; defaults to ``model.loss``.
         augment: applied to each training batch of images (e.g. :func:`capsedu.random_shift`).
-        optimizer: defaults to ``Adam(model.parameters(), lr)``.
+        optimizer: defaults to :func:`default_optimizer` (Adam with learning rate ``lr``).
         lr_schedule: ``"exponential"`` or ``"onecycle"`` (module docstring); ``lr_decay`` is the
             per-epoch factor of the first and is ignored by the second.
         progress: show a ``tqdm.auto`` progress bar (a widget in Jupyter, text elsewhere).
@@ -146,7 +156,7 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         raise ValueError(f"lr_schedule must be one of {SCHEDULES}, got {lr_schedule!r}")
     device = torch.device(device)
     model.to(device)
-    optimizer = optimizer or torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = optimizer or default_optimizer(model, lr, device)
     steps = _length(train_loader)
     scheduler, per_batch = _scheduler(optimizer, lr_schedule, lr, lr_decay, epochs, steps)
     history: dict[str, list] = {key: [] for key in ("epoch", "train_loss", "train_accuracy", "lr",

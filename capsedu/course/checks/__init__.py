@@ -1,10 +1,12 @@
-r"""Exercise checks for the lessons.
+r"""Exercise checks for the lessons, one module per lesson topic.
 
-Each check runs the learner's function or value against ``capsedu``'s reference, prints one
-clear message - a pass, or a *specific* hint about what is probably wrong - and returns a
-:class:`CheckResult` (truthy when passed). One module per lesson topic; this file re-exports them.
+Each check runs the learner's function against ``capsedu``'s reference, prints one clear message -
+a pass, or a *specific* hint about what is probably wrong, also when the function is still the
+handout's unfinished stub - and returns a :class:`CheckResult` (truthy when passed). In grading
+mode (``CAPSEDU_GRADING=1``) a failed check raises :class:`CheckFailed` as well, so that an
+autograder such as nbgrader counts it. The vocabulary they share is in :mod:`._kit`.
 """
 
-from capsedu.course.checks._report import CheckResult, report
+from capsedu.course.checks._kit import CheckFailed, CheckResult, grading
 
-__all__ = ["CheckResult", "report"]
+__all__ = ["CheckFailed", "CheckResult", "grading"]

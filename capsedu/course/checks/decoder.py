@@ -17,8 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from capsedu.course.checks._report import CheckResult, report
-from capsedu.nets.capsnet import CapsNet, CapsNetConfig, mask_capsules
+from capsedu.course.checks._kit import CheckResult, call_learner, probe_capsnet, shape_of, verdict
+from capsedu.nets.capsnet import CapsNet, mask_capsules
 from capsedu.nets.losses import margin_loss, reconstruction_loss
 
 MaskFn = Callable[..., torch.Tensor]
@@ -35,14 +35,12 @@ def _probe_capsules() -> tuple[torch.Tensor, torch.Tensor]:
     return capsules, labels
 
 
-def _call(fn: MaskFn, *args: torch.Tensor) -> tuple[torch.Tensor | None, str]:
-    try:
-        out = fn(*args)
-    except Exception as error:  # noqa: BLE001 - learner code may raise anything
-        return None, f"your function raised {type(error).__name__}: {error}"
-    if not isinstance(out, torch.Tensor):
-        return None, f"return a torch.Tensor, got {type(out).__name__}"
-    return out.detach(), ""
+def _tensor_of(fn: Callable, *args: object) -> tuple[torch.Tensor | None, str]:
+    r"""The learner's output, detached, or a hint (it raised, or returned no tensor)."""
+    out, hint = call_learner(fn, *args)
+    if not hint and not isinstance(out, torch.Tensor):
+        hint = f"return a torch.Tensor, got {shape_of(out)}"
+    return (None, hint) if hint else (out.detach(), "")
 
 
 def _mask_problem(out: torch.Tensor, capsules: torch.Tensor, keep: torch.Tensor,
@@ -69,17 +67,17 @@ def _mask_problem(out: torch.Tensor, capsules: torch.Tensor, keep: torch.Tensor,
     return ""
 
 
-def check_mask(fn: MaskFn) -> CheckResult:
+def check_mask(fn: MaskFn, *, quiet: bool = False) -> CheckResult:
     r"""Check ``fn(capsules, labels=None)`` against :func:`capsedu.mask_capsules`."""
     capsules, labels = _probe_capsules()
     lengths = capsules.norm(dim=-1)  # (B, J)
-    out, problem = _call(fn, capsules.clone(), labels.clone())
+    out, problem = _tensor_of(fn, capsules.clone(), labels.clone())
     if not problem:
         problem = _mask_problem(out, capsules, labels, {
             "with labels you must keep the capsule of the TRUE class, not the longest one "
             "(the longest is only for test time, when labels is None)": lengths.argmax(dim=1)})
     if not problem:
-        out, problem = _call(fn, capsules.clone())
+        out, problem = _tensor_of(fn, capsules.clone())
         if problem:
             problem += " (called without labels, as at test time)"
     if not problem:
@@ -89,10 +87,8 @@ def check_mask(fn: MaskFn) -> CheckResult:
             "not by the sum of its components": capsules.sum(dim=-1).argmax(dim=1),
             "without labels pick by the capsule's length (its norm over the last dimension), "
             "not by its largest component": capsules.amax(dim=-1).argmax(dim=1)})
-    if problem:
-        return report(False, "", problem)
-    return report(True, "masking matches capsedu.mask_capsules: the true class with labels, "
-                        "the longest capsule without", "")
+    return verdict(problem, "masking matches capsedu.mask_capsules: the true class with labels, "
+                            "the longest capsule without", quiet=quiet)
 
 
 def _linear_problem(decoder: nn.Module) -> str:
@@ -113,31 +109,32 @@ def _linear_problem(decoder: nn.Module) -> str:
     return ""
 
 
-def check_decoder(decoder: nn.Module) -> CheckResult:
-    r"""Check a decoder module: 160 -> 512 -> 1024 -> 784 with ReLUs and a final sigmoid."""
+def _decoder_problem(decoder: object) -> str:
     if not isinstance(decoder, nn.Module):
-        return report(False, "", f"pass an nn.Module (e.g. nn.Sequential), got {type(decoder).__name__}")
+        return f"pass an nn.Module (e.g. nn.Sequential), got {type(decoder).__name__}"
     problem = _linear_problem(decoder)
     if not problem:
         masked = torch.randn(4, 160, generator=torch.Generator().manual_seed(0))  # (B, J*D_out)
-        out, problem = _call(decoder, masked)
+        out, problem = _tensor_of(decoder, masked)
         if not problem and out.reshape(4, -1).shape != (4, 784):
             problem = f"a (4, 160) input must give 4 images of 784 pixels, got {tuple(out.shape)}"
         elif not problem and (out.min() < 0 or out.max() > 1):
             problem = "outputs outside [0, 1]: the last layer must be a Sigmoid"
-    if problem:
-        return report(False, "", problem)
-    count = sum(p.numel() for p in decoder.parameters())
-    return report(True, f"decoder 160 -> 512 -> 1024 -> 784 with {count:,} parameters", "")
+    return problem
+
+
+def check_decoder(decoder: nn.Module, *, quiet: bool = False) -> CheckResult:
+    r"""Check a decoder module: 160 -> 512 -> 1024 -> 784 with ReLUs and a final sigmoid."""
+    problem = _decoder_problem(decoder)
+    count = 0 if problem else sum(p.numel() for p in decoder.parameters())
+    return verdict(problem, f"decoder 160 -> 512 -> 1024 -> 784 with {count:,} parameters", quiet=quiet)
 
 
 def _loss_value(fn: LossFn, recon: torch.Tensor, images: torch.Tensor) -> tuple[float | None, str]:
-    try:
-        value = fn(recon, images)
-    except Exception as error:  # noqa: BLE001 - learner code may raise anything
-        return None, (f"recon of shape {tuple(recon.shape)} and images of shape "
-                      f"{tuple(images.shape)} made your function raise {type(error).__name__}: "
-                      f"{error}. Reshape both to (B, 784) before subtracting")
+    value, hint = call_learner(fn, recon, images, what=(
+        f"with recon of shape {tuple(recon.shape)} and images of shape {tuple(images.shape)}, your function"))
+    if hint:
+        return None, hint if "raised" not in hint else f"{hint}. Reshape both to (B, 784) before subtracting"
     if not isinstance(value, torch.Tensor) or value.dim() != 0:
         return None, f"return one number as a 0-D tensor, got {getattr(value, 'shape', value)}"
     return float(value), ""
@@ -166,40 +163,29 @@ def _loss_hint(value: float, recon: torch.Tensor, images: torch.Tensor) -> str:
             "each image's 784 pixels and average over the batch")
 
 
-def check_reconstruction_loss(fn: LossFn) -> CheckResult:
+def check_reconstruction_loss(fn: LossFn, *, quiet: bool = False) -> CheckResult:
     r"""Check ``fn(recon, images)`` against :func:`capsedu.reconstruction_loss` (SSE per image)."""
     generator = torch.Generator().manual_seed(1)
     images = torch.rand(5, 1, 28, 28, generator=generator)  # (B, 1, 28, 28)
     recon = torch.rand(5, 784, generator=generator)  # (B, P), flat like the decoder's output
     value, problem = _loss_value(fn, recon, images)
-    if not problem and abs(value - float(reconstruction_loss(recon, images))) > 1e-4 * value:
+    if not problem and abs(value - float(reconstruction_loss(recon, images))) > 1e-4 * abs(value):
         problem = _loss_hint(value, recon, images)
-    if problem:
-        return report(False, "", problem)
-    return report(True, "reconstruction loss matches capsedu.reconstruction_loss: sum of squared "
-                        "pixel errors per image, averaged over the batch", "")
+    return verdict(problem, "reconstruction loss matches capsedu.reconstruction_loss: sum of "
+                            "squared pixel errors per image, averaged over the batch", quiet=quiet)
 
 
-def _probe_model() -> tuple[CapsNet, torch.Tensor]:
-    r"""A small seeded CapsNet and images (B, 1, 28, 28) = (3, 1, 28, 28)."""
-    generator = torch.Generator().manual_seed(2)
-    with torch.random.fork_rng(devices=[]):  # leave the learner's random state untouched
-        model = CapsNet(CapsNetConfig(conv1_channels=8, primary_types=4, decoder_hidden=(32,)))
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(0.1 * torch.randn(parameter.shape, generator=generator))
-    return model.eval(), torch.rand(3, 1, 28, 28, generator=generator)
-
-
-def check_reconstruct_as(fn: Callable[[CapsNet, torch.Tensor, int], torch.Tensor]) -> CheckResult:
+def check_reconstruct_as(fn: Callable[[CapsNet, torch.Tensor, int], torch.Tensor], *,
+                         quiet: bool = False) -> CheckResult:
     r"""Check ``fn(model, images, digit)``: decode every image from the capsule of ``digit``."""
-    model, images = _probe_model()
+    model = probe_capsnet(2)
+    images = torch.rand(3, 1, 28, 28, generator=torch.Generator().manual_seed(2))  # (B, 1, 28, 28)
     with torch.no_grad():
         capsules = model(images).capsules  # (B, J, D_out)
         longest = capsules.norm(dim=-1).argmax(dim=1)  # (B,)
         digit = int((longest[0] + 3) % 10)
         expected = model.decode(capsules, torch.full((3,), digit))  # (B, 1, 28, 28)
-        out, problem = _call(lambda *a: fn(*a), model, images, digit)
+        out, problem = _tensor_of(fn, model, images, digit)
     if not problem and out.shape != expected.shape:
         problem = f"return images of shape {tuple(expected.shape)} (B, 1, 28, 28), got {tuple(out.shape)}"
     if not problem and torch.allclose(out, model.decode(capsules), atol=1e-6):
@@ -208,12 +194,10 @@ def check_reconstruct_as(fn: Callable[[CapsNet, torch.Tensor, int], torch.Tensor
     if not problem and not torch.allclose(out, expected, atol=1e-5):
         problem = ("the images differ from model.decode(capsules, labels) with every label equal to "
                    "`digit`: compute the capsules with model(images).capsules first")
-    if problem:
-        return report(False, "", problem)
-    return report(True, f"every image is redrawn from its digit-{digit} capsule", "")
+    return verdict(problem, f"every image is redrawn from its digit-{digit} capsule", quiet=quiet)
 
 
-def check_total_loss(fn: Callable[..., torch.Tensor]) -> CheckResult:
+def check_total_loss(fn: Callable[..., torch.Tensor], *, quiet: bool = False) -> CheckResult:
     r"""Check ``fn(lengths, recon, images, labels)`` = margin loss + 0.0005 * reconstruction loss."""
     generator = torch.Generator().manual_seed(3)
     lengths = torch.rand(4, 10, generator=generator)  # (B, J)
@@ -231,6 +215,5 @@ def check_total_loss(fn: Callable[..., torch.Tensor]) -> CheckResult:
     if not problem and abs(value - expected) > 1e-5 * expected:
         problem = next((hint for hint, w in wrong.items() if abs(value - w) <= 1e-5 * abs(w)),
                        f"got {value:.5g}, expected margin {margin:.4g} + 0.0005 x {sse:.4g} = {expected:.5g}")
-    if problem:
-        return report(False, "", problem)
-    return report(True, f"total loss = margin + 0.0005 x SSE (here {margin:.3f} + {0.0005 * sse:.3f})", "")
+    return verdict(problem, f"total loss = margin + 0.0005 x SSE (here {margin:.3f} + "
+                            f"{0.0005 * sse:.3f})", quiet=quiet)

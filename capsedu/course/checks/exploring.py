@@ -15,14 +15,14 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._report import CheckResult, report
+from capsedu.course.checks._kit import CheckResult, call_learner, verdict
+from capsedu.course.checks._kit import close as _strict_close
 from capsedu.explore.probes import couplings_on_grid, perturbation_sweep
 from capsedu.nets.capsnet import CapsNet
 
 
 def _close(a: object, b: torch.Tensor) -> bool:
-    return (isinstance(a, torch.Tensor) and a.shape == b.shape
-            and torch.allclose(a.detach().float().cpu(), b.float().cpu(), atol=1e-5))
+    return _strict_close(a, b, rtol=0.0, atol=1e-5)
 
 
 def _matching_hint(result: object, wrong: list[tuple[torch.Tensor, str]], default: str) -> str:
@@ -40,14 +40,16 @@ def _shape_hint(result: object, expected: tuple[int, ...], what: str) -> str | N
     return None
 
 
-def check_perturb_dimension(fn: Callable[..., torch.Tensor]) -> CheckResult:
+def check_perturb_dimension(fn: Callable[..., torch.Tensor], *, quiet: bool = False) -> CheckResult:
     r"""``fn(capsules, label, dim, delta)`` must return a copy of (J, D_out) ``capsules`` with ``delta``
     added to dimension ``dim`` of capsule ``label`` only."""
     generator = torch.Generator().manual_seed(7)
     capsules = torch.rand(10, 16, generator=generator) - 0.5  # (J, D_out)
     label, dim, delta = 3, 7, 0.2
     original = capsules.clone()
-    result = fn(capsules, label, dim, delta)
+    result, stub = call_learner(fn, capsules, label, dim, delta)
+    if stub:
+        return verdict(stub, "", quiet=quiet)
     expected = original.clone()
     expected[label, dim] += delta
     wrong = {"row": (lambda e: e.__setitem__(label, e[label] + delta)),
@@ -70,7 +72,7 @@ def check_perturb_dimension(fn: Callable[..., torch.Tensor]) -> CheckResult:
             if _close(result, candidate):
                 hint = hints[name]
                 break
-    return report(hint is None, "perturb_dimension moves exactly one dimension of one capsule.", hint or "")
+    return verdict(hint, "perturb_dimension moves exactly one dimension of one capsule.", quiet=quiet)
 
 
 def reference_dimension_effects(model: CapsNet, image: torch.Tensor) -> torch.Tensor:
@@ -80,9 +82,11 @@ def reference_dimension_effects(model: CapsNet, image: torch.Tensor) -> torch.Te
 
 
 def check_dimension_effects(fn: Callable[[CapsNet, torch.Tensor], torch.Tensor], model: CapsNet,
-                            image: torch.Tensor) -> CheckResult:
+                            image: torch.Tensor, *, quiet: bool = False) -> CheckResult:
     r"""``fn(model, image)`` must return, per dimension, the mean |pixel change| from -0.25 to +0.25."""
-    result = fn(model, image)
+    result, stub = call_learner(fn, model, image)
+    if stub:
+        return verdict(stub, "", quiet=quiet)
     expected = reference_dimension_effects(model, image)
     hint = _shape_hint(result, tuple(expected.shape), "(D_out,): one number per dimension")
     if hint is None and not _close(result, expected):
@@ -97,37 +101,48 @@ def check_dimension_effects(fn: Callable[[CapsNet, torch.Tensor], torch.Tensor],
                  (diff.abs().sum(dim=(1, 2)), "you summed over the pixels: take the mean")]
         hint = _matching_hint(result, wrong, "the numbers differ from the mean "
                                              "|image(+0.25) - image(-0.25)| over the pixels")
-    return report(hint is None, "dimension_effects ranks the capsule's dimensions correctly.", hint or "")
+    return verdict(hint, "dimension_effects ranks the capsule's dimensions correctly.", quiet=quiet)
 
 
-def check_dimension_names(names: object, effects: torch.Tensor, *, at_least: int = 3) -> CheckResult:
-    r"""``names`` maps at least three dimensions (ints) to what they do; each must visibly matter.
-
-    A dimension "visibly matters" when its effect is at least the median effect of all dimensions.
-    """
+def _names_hint(names: object, effects: torch.Tensor, at_least: int) -> str | None:
     median = float(effects.median())
     if not isinstance(names, dict) or len(names) < at_least:
-        hint = f"write a dict with at least {at_least} entries, e.g. {{4: 'stroke width', ...}}"
-    elif bad := [k for k in names if isinstance(k, bool) or not isinstance(k, int)
-                 or not 0 <= k < len(effects)]:
-        hint = f"keys must be dimension numbers 0..{len(effects) - 1}, got {bad}"
-    elif blank := [k for k, v in names.items() if not isinstance(v, str) or len(v.strip(" .")) < 3]:
-        hint = f"describe what dimension(s) {blank} do in a few words (e.g. 'slant to the right')"
-    elif weak := [k for k in names if float(effects[k]) < median]:
-        hint = (f"dimension(s) {weak} barely change the reconstruction (effect "
-                f"{float(effects[weak[0]]):.3f}, median {median:.3f}): pick ones from the top of your ranking")
-    else:
-        hint = None
-    return report(hint is None, f"you named {len(names) if isinstance(names, dict) else 0} dimensions "
-                  "that really change the digit.", hint or "")
+        return f"return a dict with at least {at_least} entries, e.g. {{4: 'stroke width', ...}}"
+    if bad := [k for k in names if isinstance(k, bool) or not isinstance(k, int)
+               or not 0 <= k < len(effects)]:
+        return f"keys must be dimension numbers 0..{len(effects) - 1}, got {bad}"
+    if blank := [k for k, v in names.items() if not isinstance(v, str) or len(v.strip(" .")) < 3]:
+        return f"describe what dimension(s) {blank} do in a few words (e.g. 'slant to the right')"
+    if weak := [k for k in names if float(effects[k]) < median]:
+        return (f"dimension(s) {weak} barely change the reconstruction (effect "
+                f"{float(effects[weak[0]]):.3f}, median {median:.3f}): pick ones from the top of the ranking")
+    return None
 
 
-def check_couplings_for_class(fn: Callable[[torch.Tensor, int, int], torch.Tensor]) -> CheckResult:
+def check_dimension_names(fn: Callable[[torch.Tensor], dict], model: CapsNet, image: torch.Tensor,
+                          *, at_least: int = 3, quiet: bool = False) -> CheckResult:
+    r"""``fn(effects)`` names at least three dimensions ``{dim: "what it does"}``; each must matter.
+
+    ``effects`` is the reference :func:`reference_dimension_effects` of ``model`` on ``image``. A
+    dimension "visibly matters" when its effect is at least the median effect of all dimensions;
+    what the words say is for the learner (and a teacher) to judge.
+    """
+    effects = reference_dimension_effects(model, image)
+    names, stub = call_learner(fn, effects.clone())
+    hint = stub or _names_hint(names, effects, at_least)
+    count = len(names) if isinstance(names, dict) else 0
+    return verdict(hint, f"you named {count} dimensions that really change the digit.", quiet=quiet)
+
+
+def check_couplings_for_class(fn: Callable[[torch.Tensor, int, int], torch.Tensor], *,
+                              quiet: bool = False) -> CheckResult:
     r"""``fn(c, label, num_types)`` must lay c[:, label] (I, J) out as (T, G, G), type-major."""
     types, side, classes, label = 4, 6, 10, 2
     c = torch.softmax(torch.randn(types * side * side, classes,
                                   generator=torch.Generator().manual_seed(3)), dim=1)  # (I, J)
-    result = fn(c, label, types)
+    result, stub = call_learner(fn, c, label, types)
+    if stub:
+        return verdict(stub, "", quiet=quiet)
     expected = couplings_on_grid(c, label, types)  # (T, G, G)
     hint = _shape_hint(result, tuple(expected.shape), "(T, G, G)")
     if hint is None and not _close(result, expected):
@@ -140,4 +155,4 @@ def check_couplings_for_class(fn: Callable[[torch.Tensor, int, int], torch.Tenso
                  (c[:, (label + 1) % classes].reshape(types, side, side),
                   "wrong class column: take c[:, label]")]
         hint = _matching_hint(result, wrong, "the values differ from c[:, label] laid out as (T, G, G)")
-    return report(hint is None, "couplings_for_class puts every primary capsule in its place.", hint or "")
+    return verdict(hint, "couplings_for_class puts every primary capsule in its place.", quiet=quiet)

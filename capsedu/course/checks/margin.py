@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from capsedu.course.checks._report import CheckResult, report
+from capsedu.course.checks._kit import CheckResult, call_learner, shape_of, verdict
 from capsedu.nets.losses import margin_loss
 
 _SEED = 20171026
@@ -66,62 +66,57 @@ def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
     return lengths, present
 
 
+def _margin_hint(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> str:
+    lengths, present = _inputs()
+    loss, hint = call_learner(loss_fn, lengths.clone(), present.clone(), what="your loss")
+    if hint:
+        return hint
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        return ("return a scalar tensor (0-D): sum over the classes, then .mean() over the batch; "
+                f"got {shape_of(loss)}")
+    if _same(loss, margin_loss(lengths, present)):
+        return ""
+    return next((hint for options, hint in _BUGS if _same(loss, _variant(lengths, present, **options))),
+                "the value differs from Eq. 4: L_k = T_k max(0, 0.9 - ||v_k||)**2 + 0.5 (1 - T_k) "
+                "max(0, ||v_k|| - 0.1)**2, summed over k, mean over the batch")
+
+
 def check_margin_loss(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                       *, quiet: bool = False) -> CheckResult:
     r"""Check ``loss_fn(lengths (B, J), targets (B, J) multi-hot) -> scalar`` against Eq. 4."""
-    lengths, present = _inputs()
-    try:
-        loss = loss_fn(lengths.clone(), present.clone())
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        return report(False, "", f"your loss raised {type(error).__name__}: {error}", quiet=quiet)
-    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-        return report(False, "", "return a scalar tensor (0-D): sum over the classes, then "
-                      f".mean() over the batch; got {_describe(loss)}", quiet=quiet)
-    if _same(loss, margin_loss(lengths, present)):
-        return report(True, "your margin loss matches Eq. 4 (capsedu.margin_loss)", "",
-                      quiet=quiet)
-    for options, hint in _BUGS:
-        if _same(loss, _variant(lengths, present, **options)):
-            return report(False, "", hint, quiet=quiet)
-    return report(False, "", "the value differs from Eq. 4: L_k = T_k max(0, 0.9 - ||v_k||)**2 "
-                  "+ 0.5 (1 - T_k) max(0, ||v_k|| - 0.1)**2, summed over k, mean over the batch",
-                  quiet=quiet)
+    return verdict(_margin_hint(loss_fn), "your margin loss matches Eq. 4 (capsedu.margin_loss)",
+                   quiet=quiet)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.allclose(a.detach().double(), b.double(), rtol=1e-5, atol=1e-7)
 
 
-def _describe(x: object) -> str:
-    return f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+def _multi_hot_hint(multi_hot_fn: Callable[[Sequence[Sequence[int]], int], torch.Tensor]) -> str:
+    label_lists, num_classes = [[3], [1, 7], [0, 9, 4], [5, 5]], 10
+    expected = torch.zeros(4, num_classes)  # (B, J)
+    for row, labels in enumerate(label_lists):
+        expected[row, labels] = 1.0
+    targets, hint = call_learner(multi_hot_fn, label_lists, num_classes)
+    if hint:
+        return hint
+    if not isinstance(targets, torch.Tensor) or tuple(targets.shape) != (4, num_classes):
+        return f"expected a (B, J) = (4, {num_classes}) tensor, got {shape_of(targets)}"
+    if not targets.is_floating_point():
+        return (f"T must be floating point (it multiplies the loss), got {targets.dtype}: use "
+                "torch.zeros(..., dtype=torch.float32)")
+    if torch.equal(targets, expected):
+        return ""
+    if targets.max() > 1:
+        return ("an entry is above 1: a digit listed twice ([5, 5]) is still just present - set T "
+                "to 1, do not add")
+    if torch.equal(targets.sum(dim=1), torch.ones(4)):
+        return "only one class per image is set: mark every label in each list, e.g. [1, 7] -> T_1 = T_7 = 1"
+    return "some entries are wrong: row b must be 1 exactly at the classes in label_lists[b] and 0 elsewhere"
 
 
 def check_multi_hot(multi_hot_fn: Callable[[Sequence[Sequence[int]], int], torch.Tensor],
                     *, quiet: bool = False) -> CheckResult:
     r"""Check ``multi_hot_fn(label_lists, num_classes) -> (B, J)`` float multi-hot targets T."""
-    label_lists, num_classes = [[3], [1, 7], [0, 9, 4], [5, 5]], 10
-    expected = torch.zeros(4, num_classes)  # (B, J)
-    for row, labels in enumerate(label_lists):
-        expected[row, labels] = 1.0
-    try:
-        targets = multi_hot_fn(label_lists, num_classes)
-    except Exception as error:  # noqa: BLE001
-        return report(False, "", f"your function raised {type(error).__name__}: {error}",
-                      quiet=quiet)
-    if not isinstance(targets, torch.Tensor) or tuple(targets.shape) != (4, num_classes):
-        return report(False, "", f"expected a (B, J) = (4, {num_classes}) tensor, got "
-                      f"{_describe(targets)}", quiet=quiet)
-    if not targets.is_floating_point():
-        return report(False, "", f"T must be floating point (it multiplies the loss), got "
-                      f"{targets.dtype}: use torch.zeros(..., dtype=torch.float32)", quiet=quiet)
-    if torch.equal(targets, expected):
-        return report(True, "multi-hot targets are right, including images with 2 or 3 digits",
-                      "", quiet=quiet)
-    if targets.max() > 1:
-        return report(False, "", "an entry is above 1: a digit listed twice ([5, 5]) is still "
-                      "just present - set T to 1, do not add", quiet=quiet)
-    if torch.equal(targets.sum(dim=1), torch.ones(4)):
-        return report(False, "", "only one class per image is set: mark every label in each "
-                      "list, e.g. [1, 7] -> T_1 = T_7 = 1", quiet=quiet)
-    return report(False, "", "some entries are wrong: row b must be 1 exactly at the classes in "
-                  "label_lists[b] and 0 elsewhere", quiet=quiet)
+    return verdict(_multi_hot_hint(multi_hot_fn),
+                   "multi-hot targets are right, including images with 2 or 3 digits", quiet=quiet)

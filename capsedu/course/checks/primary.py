@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._report import CheckResult, report
+from capsedu.course.checks._kit import CheckResult, call_learner, shape_of, verdict
 from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.primary import PrimaryCaps
 from capsedu.nets.squash import squash
@@ -49,7 +49,24 @@ def _wrong_layouts(features: torch.Tensor, types: int, dim: int) -> list[tuple[t
     ]
 
 
-def check_to_capsules(fn: ToCapsulesFn) -> CheckResult:
+def _to_capsules_hint(fn: ToCapsulesFn, features: torch.Tensor, expected: torch.Tensor) -> str:
+    with torch.no_grad():
+        u, hint = call_learner(fn, features.clone(), 4, 8)
+    if "view size is not compatible" in hint:
+        return "after permute the tensor is not contiguous, so .view fails: use .reshape (or .contiguous().view)"
+    if hint:
+        return hint
+    if not isinstance(u, torch.Tensor) or u.shape != expected.shape:
+        return (f"expected shape {tuple(expected.shape)} = (B, T*H*W, D) for features "
+                f"{tuple(features.shape)} with T=4, D=8; got {shape_of(u)}")
+    if torch.allclose(u, expected, atol=1e-6):
+        return ""
+    return next((hint for wrong, hint in _wrong_layouts(features, 4, 8) if torch.allclose(u, wrong, atol=1e-6)),
+                "your capsules differ from capsedu.PrimaryCaps's: view (B, T, D, H, W), "
+                "permute(0, 1, 3, 4, 2), reshape (B, T*H*W, D), then squash")
+
+
+def check_to_capsules(fn: ToCapsulesFn, *, quiet: bool = False) -> CheckResult:
     r"""Check ``fn(features, num_types, caps_dim)`` against :class:`capsedu.PrimaryCaps`.
 
     A small PrimaryCaps (T=4, D=8, 5 x 5 grid) computes ``features`` with its own convolution;
@@ -62,37 +79,18 @@ def check_to_capsules(fn: ToCapsulesFn) -> CheckResult:
     with torch.no_grad():
         features = primary.conv(x)  # (B, T*D, 5, 5)
         expected = primary(x)  # (B, I, D)
-    try:
-        with torch.no_grad():
-            u = fn(features.clone(), 4, 8)
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        if "view size is not compatible" in str(error):
-            return report(False, "", "after permute the tensor is not contiguous, so .view fails: "
-                                     "use .reshape (or .contiguous().view)")
-        return report(False, "", f"your function raised {type(error).__name__}: {error}")
-    if not isinstance(u, torch.Tensor) or u.shape != expected.shape:
-        got = tuple(u.shape) if isinstance(u, torch.Tensor) else type(u).__name__
-        return report(False, "", f"expected shape {tuple(expected.shape)} = (B, T*H*W, D) for "
-                                 f"features {tuple(features.shape)} with T=4, D=8; got {got}")
-    if torch.allclose(u, expected, atol=1e-6):
-        return report(True, "your primary capsules equal capsedu.PrimaryCaps's (type-major, squashed)", "")
-    for wrong, hint in _wrong_layouts(features, 4, 8):
-        if torch.allclose(u, wrong, atol=1e-6):
-            return report(False, "", hint)
-    return report(False, "", "your capsules differ from capsedu.PrimaryCaps's: view (B, T, D, H, W), "
-                             "permute(0, 1, 3, 4, 2), reshape (B, T*H*W, D), then squash")
+    return verdict(_to_capsules_hint(fn, features, expected),
+                   "your primary capsules equal capsedu.PrimaryCaps's (type-major, squashed)", quiet=quiet)
 
 
-def check_grid_size(fn: GridFn) -> CheckResult:
-    r"""Check ``fn(image_size, conv1_kernel, primary_kernel, primary_stride)`` gives the grid side."""
+def _grid_hint(fn: GridFn) -> str:
     cases = [CapsNetConfig.paper(), CapsNetConfig(image_size=32),
              CapsNetConfig(image_size=40, conv1_kernel=5, primary_kernel=5, primary_stride=3)]
     for cfg in cases:
         args = (cfg.image_size, cfg.conv1_kernel, cfg.primary_kernel, cfg.primary_stride)
-        try:
-            got = fn(*args)
-        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-            return report(False, "", f"grid_size{args} raised {type(error).__name__}: {error}")
+        got, hint = call_learner(fn, *args, what=f"grid_size{args}")
+        if hint:
+            return hint
         if got == cfg.primary_grid:
             continue
         after_conv1 = cfg.image_size - cfg.conv1_kernel + 1
@@ -104,31 +102,40 @@ def check_grid_size(fn: GridFn) -> CheckResult:
             hint = f"the primary convolution has stride {cfg.primary_stride}: divide by it"
         else:
             hint = f"for {args} the grid is {cfg.primary_grid}, you gave {got}"
-        return report(False, "", f"grid_size{args} = {got}: {hint}")
-    return report(True, "grid sizes are right: 28 -> 20 (conv1) -> 6 (primary conv, stride 2)", "")
+        return f"grid_size{args} = {got}: {hint}"
+    return ""
 
 
-def check_length_map(fn: LengthMapFn) -> CheckResult:
-    r"""Check ``fn(u, num_types, grid)`` turns capsules (B, I, D) into lengths (B, T, H, W)."""
+def check_grid_size(fn: GridFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(image_size, conv1_kernel, primary_kernel, primary_stride)`` gives the grid side."""
+    return verdict(_grid_hint(fn), "grid sizes are right: 28 -> 20 (conv1) -> 6 (primary conv, stride 2)",
+                   quiet=quiet)
+
+
+def _length_map_hint(fn: LengthMapFn) -> str:
     types, grid = 3, 4
     generator = torch.Generator().manual_seed(2)
     u = squash(torch.randn(2, types * grid * grid, 8, generator=generator))  # (B, I, D)
     lengths = u.norm(dim=-1)  # (B, I)
     expected = lengths.view(2, types, grid, grid)  # (B, T, H, W)
-    try:
-        got = fn(u.clone(), types, grid)
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        return report(False, "", f"your function raised {type(error).__name__}: {error}")
+    got, hint = call_learner(fn, u.clone(), types, grid)
+    if hint:
+        return hint
     if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        return report(False, "", f"expected shape (B, T, H, W) = {tuple(expected.shape)}, got {shape}")
+        return f"expected shape (B, T, H, W) = {tuple(expected.shape)}, got {shape_of(got)}"
     got = got.detach()
     if torch.allclose(got, expected, atol=1e-6):
-        return report(True, "length maps are right: capsule i = t*H*W + y*W + x sits at [t, y, x]", "")
+        return ""
     position_major = lengths.view(2, grid, grid, types).permute(0, 3, 1, 2)  # (B, T, H, W)
     if torch.allclose(got, position_major, atol=1e-6):
-        return report(False, "", "you read the capsules as position-major (B, H, W, T); capsedu "
-                                 "stores them type-major: view the lengths as (B, T, H, W)")
+        return ("you read the capsules as position-major (B, H, W, T); capsedu stores them "
+                "type-major: view the lengths as (B, T, H, W)")
     if torch.allclose(got, (u * u).sum(-1).view(2, types, grid, grid), atol=1e-6):
-        return report(False, "", "those are squared lengths: take the square root (u.norm(dim=-1))")
-    return report(False, "", "the maps differ: compute u.norm(dim=-1) (B, I), then view it as (B, T, H, W)")
+        return "those are squared lengths: take the square root (u.norm(dim=-1))"
+    return "the maps differ: compute u.norm(dim=-1) (B, I), then view it as (B, T, H, W)"
+
+
+def check_length_map(fn: LengthMapFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(u, num_types, grid)`` turns capsules (B, I, D) into lengths (B, T, H, W)."""
+    return verdict(_length_map_hint(fn),
+                   "length maps are right: capsule i = t*H*W + y*W + x sits at [t, y, x]", quiet=quiet)

@@ -18,16 +18,11 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._report import CheckResult, report
+from capsedu.course.checks._kit import CheckResult, call_learner, close, shape_of, verdict
 from capsedu.nets.routing import dynamic_routing
 from capsedu.nets.squash import squash
 
 _SEED = 20171026  # the paper's arXiv date: fixed inputs, independent of the global RNG
-
-
-def _close(a: object, b: torch.Tensor) -> bool:
-    return (isinstance(a, torch.Tensor) and a.shape == b.shape
-            and torch.allclose(a.detach().double(), b.double(), rtol=1e-4, atol=1e-6))
 
 
 def _random_u_hat(batch: int = 2, caps_in: int = 12, caps_out: int = 4, dim: int = 5,
@@ -69,33 +64,36 @@ def _diagnose(v: object, c: object, u_hat: torch.Tensor, r: int) -> str:
     r"""Name the typical bug whose output matches ``(v, c)``, or describe what is off."""
     for options, hint in _BUGS:
         bug_v, bug_c = _route(u_hat, r, **options)[-1]
-        if _close(v, bug_v) and _close(c, bug_c):
+        if close(v, bug_v) and close(c, bug_c):
             return hint
     for other in (r - 1, r + 1):
-        if other >= 1 and _close(v, dynamic_routing(u_hat, other)[0]):
+        if other >= 1 and close(v, dynamic_routing(u_hat, other)[0]):
             return (f"your routing ran {other} iterations when asked for {r}: loop exactly "
                     f"num_iterations times and update b only between iterations")
     ref_v, ref_c = dynamic_routing(u_hat, r)
-    if _close(v, ref_v):
+    if close(v, ref_v):
         return ("v is right but c is not: return the coupling coefficients used for the last v, "
                 "not softmax(b) after a further update of b")
     if not isinstance(v, torch.Tensor) or v.shape != ref_v.shape:
-        return f"v must have shape (B, J, D) = {tuple(ref_v.shape)}, got {_shape(v)}"
+        return f"v must have shape (B, J, D) = {tuple(ref_v.shape)}, got {shape_of(v)}"
     if not isinstance(c, torch.Tensor) or c.shape != ref_c.shape:
-        return f"c must have shape (B, I, J) = {tuple(ref_c.shape)}, got {_shape(c)}"
+        return f"c must have shape (B, I, J) = {tuple(ref_c.shape)}, got {shape_of(c)}"
     return ("v and c differ from capsedu.dynamic_routing; go through Procedure 1 line by line: "
             "c = softmax(b, dim=J), s = sum_i c u_hat, v = squash(s), b += u_hat . v")
 
 
-def _shape(x: object) -> str:
-    return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
-
-
-def _call(fn: Callable, *args: object) -> tuple[object, str]:
-    try:
-        return fn(*args), ""
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        return None, f"your function raised {type(error).__name__}: {error}"
+def _routing_hint(routing_fn: Callable, u_hat: torch.Tensor) -> str:
+    for r in (3, 2, 1):
+        result, hint = call_learner(routing_fn, u_hat.clone(), r)
+        if hint:
+            return hint
+        if not (isinstance(result, tuple) and len(result) == 2):
+            return f"return a tuple (v, c), got {type(result).__name__}"
+        v, c = result
+        ref_v, ref_c = dynamic_routing(u_hat, r)
+        if not (close(v, ref_v) and close(c, ref_c)):
+            return f"with {r} iteration(s): {_diagnose(v, c, u_hat, r)}"
+    return ""
 
 
 def check_routing(routing_fn: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]],
@@ -105,21 +103,8 @@ def check_routing(routing_fn: Callable[[torch.Tensor, int], tuple[torch.Tensor, 
     ``u_hat`` is (B, I, J, D); ``v`` must be (B, J, D) and ``c`` (B, I, J), the coupling
     coefficients of the last iteration, for 1, 2 and 3 iterations.
     """
-    u_hat = _random_u_hat()
-    for r in (3, 2, 1):
-        result, error = _call(routing_fn, u_hat.clone(), r)
-        if error:
-            return report(False, "", error, quiet=quiet)
-        if not (isinstance(result, tuple) and len(result) == 2):
-            return report(False, "", f"return a tuple (v, c), got {type(result).__name__}",
-                          quiet=quiet)
-        v, c = result
-        ref_v, ref_c = dynamic_routing(u_hat, r)
-        if not (_close(v, ref_v) and _close(c, ref_c)):
-            return report(False, "", f"with {r} iteration(s): {_diagnose(v, c, u_hat, r)}",
-                          quiet=quiet)
-    return report(True, "routing matches capsedu.dynamic_routing for 1, 2 and 3 iterations", "",
-                  quiet=quiet)
+    return verdict(_routing_hint(routing_fn, _random_u_hat()),
+                   "routing matches capsedu.dynamic_routing for 1, 2 and 3 iterations", quiet=quiet)
 
 
 def _history_hint(history: list, reference: list[torch.Tensor], u_hat: torch.Tensor) -> str:
@@ -129,14 +114,14 @@ def _history_hint(history: list, reference: list[torch.Tensor], u_hat: torch.Ten
                 f"append c right after the softmax, once per iteration")
     if any(not isinstance(c, torch.Tensor) or c.shape != reference[0].shape for c in history):
         return f"each entry must be a (B, I, J) = {tuple(reference[0].shape)} tensor of c"
-    if _close(history[0], reference[1]):
+    if close(history[0], reference[1]):
         return ("your history is shifted by one iteration: the first entry must be the uniform "
                 "c = softmax(0) = 1/J, recorded before b is updated")
     for options, hint in _BUGS:
         bug = [c for _, c in _route(u_hat, len(reference), **options)]
-        if all(_close(c, ref) for c, ref in zip(history, bug)):
+        if all(close(c, ref) for c, ref in zip(history, bug)):
             return hint
-    if all(_close(c, reference[-1]) for c in history):
+    if all(close(c, reference[-1]) for c in history):
         return ("every entry holds the last iteration's c: the list holds one tensor updated in "
                 "place (c.copy_ or c[...] =); append the new tensor softmax(b) returns each time")
     return "the coupling coefficients differ from capsedu.dynamic_routing(u_hat, k) for some k"
@@ -149,17 +134,14 @@ def check_routing_history(history_fn: Callable[[torch.Tensor, int], list[torch.T
     Entry ``k`` must equal the coupling coefficients of ``dynamic_routing(u_hat, k)``.
     """
     u_hat, r = _random_u_hat(), 4
-    history, error = _call(history_fn, u_hat.clone(), r)
-    if error:
-        return report(False, "", error, quiet=quiet)
-    if not isinstance(history, (list, tuple)):
-        return report(False, "", f"return a list of r tensors, got {type(history).__name__}",
-                      quiet=quiet)
-    reference = [dynamic_routing(u_hat, k)[1] for k in range(1, r + 1)]
-    if len(history) == r and all(_close(c, ref) for c, ref in zip(history, reference)):
-        return report(True, f"all {r} coupling-coefficient snapshots match capsedu", "",
-                      quiet=quiet)
-    return report(False, "", _history_hint(list(history), reference, u_hat), quiet=quiet)
+    history, hint = call_learner(history_fn, u_hat.clone(), r)
+    if not hint and not isinstance(history, (list, tuple)):
+        hint = f"return a list of r tensors, got {type(history).__name__}"
+    if not hint:
+        reference = [dynamic_routing(u_hat, k)[1] for k in range(1, r + 1)]
+        if not (len(history) == r and all(close(c, ref) for c, ref in zip(history, reference))):
+            hint = _history_hint(list(history), reference, u_hat)
+    return verdict(hint, f"all {r} coupling-coefficient snapshots match capsedu", quiet=quiet)
 
 
 def _prediction_hint(u_hat: object, W: torch.Tensor, u: torch.Tensor) -> str:
@@ -169,14 +151,14 @@ def _prediction_hint(u_hat: object, W: torch.Tensor, u: torch.Tensor) -> str:
         return f"return a tensor (B, I, J, D_out), got {type(u_hat).__name__}"
     if u_hat.shape == ref.shape + (1,):
         return "u_hat has a trailing dimension of size 1: squeeze(-1) after the matmul"
-    if _close(u_hat, ref.transpose(1, 2)):
+    if close(u_hat, ref.transpose(1, 2)):
         return "axes in the wrong order: you returned (B, J, I, D_out); expected (B, I, J, D_out)"
     square = W.shape[-1] == W.shape[-2]
-    if square and _close(u_hat, torch.einsum("ijkd,bik->bijd", W, u)):
+    if square and close(u_hat, torch.einsum("ijkd,bik->bijd", W, u)):
         return ("you multiplied by W_ij transposed: W is (I, J, D_out, D_in), so "
                 "u_hat_j|i = W[i, j] @ u_i with u_i as a column (D_in, 1)")
     if u_hat.shape != ref.shape:
-        return f"u_hat must have shape (B, I, J, D_out) = {tuple(ref.shape)}, got {_shape(u_hat)}"
+        return f"u_hat must have shape (B, I, J, D_out) = {tuple(ref.shape)}, got {shape_of(u_hat)}"
     return "the values differ from W_ij u_i: check which axis of W multiplies u_i (the last, D_in)"
 
 
@@ -190,14 +172,15 @@ def check_predictions(predict_fn: Callable[[torch.Tensor, torch.Tensor], torch.T
     transposed would go unnoticed by shapes alone.
     """
     generator = torch.Generator().manual_seed(_SEED)
+    hint = ""
     for d_out, d_in in ((6, 3), (4, 4)):
         W = torch.randn(5, 3, d_out, d_in, generator=generator)  # (I, J, D_out, D_in)
         u = torch.randn(2, 5, d_in, generator=generator)  # (B, I, D_in)
-        u_hat, error = _call(predict_fn, W.clone(), u.clone())
-        if error:
-            return report(False, "", f"{error} (W {tuple(W.shape)}, u {tuple(u.shape)})",
-                          quiet=quiet)
-        if not _close(u_hat, torch.einsum("ijdk,bik->bijd", W, u)):
-            return report(False, "", _prediction_hint(u_hat, W, u), quiet=quiet)
-    return report(True, "prediction vectors match u_hat_j|i = W_ij u_i, shape (B, I, J, D_out)",
-                  "", quiet=quiet)
+        u_hat, hint = call_learner(predict_fn, W.clone(), u.clone(),
+                                   what=f"with W {tuple(W.shape)} and u {tuple(u.shape)}, your function")
+        if not hint and not close(u_hat, torch.einsum("ijdk,bik->bijd", W, u)):
+            hint = _prediction_hint(u_hat, W, u)
+        if hint:
+            break
+    return verdict(hint, "prediction vectors match u_hat_j|i = W_ij u_i, shape (B, I, J, D_out)",
+                   quiet=quiet)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._report import CheckResult, report
+from capsedu.course.checks._kit import CheckResult, call_learner, failed, verdict
 from capsedu.nets.squash import squash
 
 SquashFn = Callable[[torch.Tensor], torch.Tensor]
@@ -71,10 +71,11 @@ def _value_problem(s: torch.Tensor, v: object) -> str:
 def _zero_problem(fn: SquashFn) -> str:
     r"""A hint about the zero vector (value and gradient), or '' when both are fine."""
     zero = torch.zeros(2, 3, 8, requires_grad=True)  # (B, J, D)
-    try:
-        v = fn(zero)
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        return f"the zero vector made your function raise {type(error).__name__}: {error}"
+    v, hint = call_learner(fn, zero, what="the zero vector made your function raise: it")
+    if hint:
+        return hint
+    if not isinstance(v, torch.Tensor):
+        return f"return a torch.Tensor for the zero vector too, got {type(v).__name__}"
     if not torch.isfinite(v.detach()).all():
         return f"NaN at the zero vector: s/||s|| divides 0 by 0; {EPS_HINT}"
     if v.detach().abs().max() > 1e-6:
@@ -103,41 +104,42 @@ def _gradient_problem(fn: SquashFn, s: torch.Tensor) -> str:
     return ""
 
 
-def check_squash(fn: SquashFn) -> CheckResult:
+def check_squash(fn: SquashFn, *, quiet: bool = False) -> CheckResult:
     r"""Check the learner's ``fn(s)`` against :func:`capsedu.squash` along the last dimension."""
     s = _probe_inputs()  # (B, J, D)
-    try:
-        v = fn(s.clone())
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        return report(False, "", f"your function raised {type(error).__name__}: {error}. It "
-                                 f"should take s of shape {tuple(s.shape)} and return the same shape")
+    v, hint = call_learner(fn, s.clone())
+    if hint:
+        return failed(f"{hint} (it gets s of shape {tuple(s.shape)} and returns the same shape)"
+                      if "raised" in hint else hint, quiet=quiet)
     for problem in (lambda: _value_problem(s, v), lambda: _zero_problem(fn),
                     lambda: _gradient_problem(fn, s)):
         hint = problem()
         if hint:
-            return report(False, "", hint)
-    return report(True, "squash matches capsedu.squash: lengths in [0, 1), directions kept, "
-                        "finite gradient at the zero vector", "")
+            return failed(hint, quiet=quiet)
+    return verdict("", "squash matches capsedu.squash: lengths in [0, 1), directions kept, "
+                       "finite gradient at the zero vector", quiet=quiet)
 
 
-def check_input_length_for(fn: Callable[[float], float]) -> CheckResult:
-    r"""Check ``fn(p)`` is the input length whose squashed length is ``p`` (inverse of Eq. 1)."""
-    targets = (0.1, 0.5, 0.9, 0.99)
-    answers = []
-    for p in targets:
+def _input_length_hint(fn: Callable[[float], float]) -> str:
+    for p in (0.1, 0.5, 0.9, 0.99):
+        n, hint = call_learner(fn, p, what=f"input_length_for({p})")
+        if hint:
+            return hint
         try:
-            answers.append(float(fn(p)))
-        except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-            return report(False, "", f"input_length_for({p}) raised {type(error).__name__}: "
-                                     f"{error}; it should return one number")
-    for p, n in zip(targets, answers):
-        expected = math.sqrt(p / (1 - p))
-        if math.isclose(n, expected, rel_tol=1e-6):
+            n = float(n)
+        except (TypeError, ValueError):
+            return f"input_length_for({p}) must return one number, got {type(n).__name__}"
+        if math.isclose(n, math.sqrt(p / (1 - p)), rel_tol=1e-6):
             continue
         if math.isclose(n, p / (1 - p), rel_tol=1e-6):
-            return report(False, "", f"for p = {p} you returned p/(1-p) = {n:.4g}: that is "
-                                     "||s||², the squared length; take its square root")
-        squashed = n * n / (1 + n * n)
-        return report(False, "", f"an input of length {n:.4g} squashes to {squashed:.4g}, not "
-                                 f"p = {p}: solve p = n²/(1+n²) for n")
-    return report(True, "right: n = sqrt(p/(1-p)), so a length of 0.9 needs an input of length 3", "")
+            return (f"for p = {p} you returned p/(1-p) = {n:.4g}: that is ||s||², the squared "
+                    "length; take its square root")
+        return (f"an input of length {n:.4g} squashes to {n * n / (1 + n * n):.4g}, not p = {p}: "
+                "solve p = n²/(1+n²) for n")
+    return ""
+
+
+def check_input_length_for(fn: Callable[[float], float], *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(p)`` is the input length whose squashed length is ``p`` (inverse of Eq. 1)."""
+    return verdict(_input_length_hint(fn),
+                   "right: n = sqrt(p/(1-p)), so a length of 0.9 needs an input of length 3", quiet=quiet)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._report import CheckResult, report
+from capsedu.course.checks._kit import CheckResult, call_learner, verdict
 
 TensorFn = Callable[[torch.Tensor], torch.Tensor]
 
@@ -27,20 +27,17 @@ def _probe_capsules() -> torch.Tensor:
     return torch.randn(6, 4, generator=generator, dtype=torch.float64) * 0.5  # (N, D)
 
 
-def _call(fn: TensorFn, v: torch.Tensor) -> tuple[torch.Tensor | None, str]:
-    r"""Run the learner's function; return (output as a float64 tensor, '') or (None, hint)."""
-    try:
-        out = fn(v.clone())
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        return None, (f"your function raised {type(error).__name__}: {error}. It should take a "
-                      f"tensor of shape {tuple(v.shape)} (N capsules, D numbers each) and return "
-                      "a tensor")
+def _as_output(fn: TensorFn, v: torch.Tensor) -> tuple[torch.Tensor | None, str]:
+    r"""The learner's output as a float64 tensor, or a hint."""
+    out, hint = call_learner(fn, v.clone())
+    if hint:
+        return None, hint
     if not isinstance(out, torch.Tensor):
         return None, f"return a torch.Tensor, got {type(out).__name__}"
     return out.detach().to(torch.float64), ""
 
 
-def _length_shape_hint(out: torch.Tensor, v: torch.Tensor) -> str:
+def _length_hint(out: torch.Tensor, v: torch.Tensor) -> str:
     n, d = v.shape
     if out.dim() == 0:
         return ("you got one number for all capsules together: compute one length per capsule "
@@ -50,34 +47,29 @@ def _length_shape_hint(out: torch.Tensor, v: torch.Tensor) -> str:
     if tuple(out.shape) == (d,):
         return (f"shape {tuple(out.shape)}: you took the length across the capsules (dim 0); "
                 "each row is one capsule, so use dim=-1")
-    return f"expected shape ({n},), one length per capsule, got {tuple(out.shape)}"
-
-
-def check_capsule_length(fn: TensorFn) -> CheckResult:
-    r"""Check ``fn(v)`` returns the Euclidean length of each capsule: (N, D) -> (N,)."""
-    v = _probe_capsules()  # (N, D)
-    out, hint = _call(fn, v)
-    if out is None:
-        return report(False, "", hint)
-    if tuple(out.shape) != (v.shape[0],):
-        return report(False, "", _length_shape_hint(out, v))
+    if tuple(out.shape) != (n,):
+        return f"expected shape ({n},), one length per capsule, got {tuple(out.shape)}"
     expected = torch.sqrt((v * v).sum(dim=-1))  # (N,)
+    if torch.allclose(out, expected, rtol=1e-5, atol=1e-7):
+        return ""
     wrong_answers = [
         ((v * v).sum(dim=-1), "that is the squared length sum(v²): take its square root"),
-        (v.sum(dim=-1), ("you added the components: square them first, then take the square root "
-                        "of the sum")),
+        (v.sum(dim=-1), "you added the components: square them first, then take the square root of the sum"),
         (v.abs().sum(dim=-1), ("that is the sum of |v_d| (the L1 norm): a capsule's length is the "
                               "Euclidean norm sqrt(sum(v²))")),
-        (v.abs().max(dim=-1).values, ("that is the largest component: the length uses all of "
-                                     "them, sqrt(sum(v²))")),
+        (v.abs().max(dim=-1).values, "that is the largest component: the length uses all of them, sqrt(sum(v²))"),
     ]
-    if torch.allclose(out, expected, rtol=1e-5, atol=1e-7):
-        return report(True, "capsule lengths are right: ||v|| = sqrt(sum of squares), one per capsule", "")
-    for wrong, wrong_hint in wrong_answers:
-        if torch.allclose(out, wrong, rtol=1e-5, atol=1e-7):
-            return report(False, "", wrong_hint)
-    return report(False, "", f"for the capsule {v[0].numpy().round(3).tolist()} the length is "
-                             f"{expected[0]:.4f}, yours gives {out[0]:.4f}: use sqrt(sum(v²))")
+    return next((hint for wrong, hint in wrong_answers if torch.allclose(out, wrong, rtol=1e-5, atol=1e-7)),
+                f"for the capsule {v[0].numpy().round(3).tolist()} the length is {expected[0]:.4f}, "
+                f"yours gives {out[0]:.4f}: use sqrt(sum(v²))")
+
+
+def check_capsule_length(fn: TensorFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(v)`` returns the Euclidean length of each capsule: (N, D) -> (N,)."""
+    v = _probe_capsules()  # (N, D)
+    out, hint = _as_output(fn, v)
+    return verdict(hint or _length_hint(out, v),
+                   "capsule lengths are right: ||v|| = sqrt(sum of squares), one per capsule", quiet=quiet)
 
 
 def _probe_poses() -> torch.Tensor:
@@ -94,27 +86,28 @@ def _same_angle(a: torch.Tensor, b: torch.Tensor, period: float) -> bool:
     return bool((difference.abs() < 1e-4 * period).all())
 
 
-def check_pose_angle(fn: TensorFn) -> CheckResult:
-    r"""Check ``fn(v)`` returns each 2-D capsule's direction in degrees: (N, 2) -> (N,)."""
-    v = _probe_poses()  # (N, 2)
-    out, hint = _call(fn, v)
-    if out is None:
-        return report(False, "", hint)
+def _angle_hint(out: torch.Tensor, v: torch.Tensor) -> str:
     if tuple(out.shape) != (v.shape[0],):
-        return report(False, "", f"expected one angle per capsule, shape ({v.shape[0]},), "
-                                 f"got {tuple(out.shape)}: use v[:, 0] for x and v[:, 1] for y")
+        return (f"expected one angle per capsule, shape ({v.shape[0]},), got {tuple(out.shape)}: "
+                "use v[:, 0] for x and v[:, 1] for y")
     x, y = v[:, 0], v[:, 1]
     expected = torch.rad2deg(torch.atan2(y, x))  # (N,)
     if _same_angle(out, expected, 360.0):
-        return report(True, "pose angles are right: atan2(y, x) in degrees", "")
+        return ""
     if _same_angle(out, torch.atan2(y, x), 2 * math.pi):
-        return report(False, "", "those are radians: convert to degrees with torch.rad2deg "
-                                 "(or multiply by 180/π)")
+        return "those are radians: convert to degrees with torch.rad2deg (or multiply by 180/π)"
     if _same_angle(out, torch.rad2deg(torch.atan(y / x)), 360.0):
-        return report(False, "", "atan(y/x) loses the quadrant (v and -v get the same angle): "
-                                 "use torch.atan2(y, x), which looks at both signs")
+        return ("atan(y/x) loses the quadrant (v and -v get the same angle): use torch.atan2(y, x), "
+                "which looks at both signs")
     if _same_angle(out, torch.rad2deg(torch.atan2(x, y)), 360.0):
-        return report(False, "", "x and y are swapped: atan2 takes y first, atan2(y, x)")
-    return report(False, "", f"the capsule {v[0].numpy().round(3).tolist()} points at "
-                             f"{expected[0]:.1f}°, yours gives {out[0]:.1f}: use "
-                             "torch.rad2deg(torch.atan2(y, x))")
+        return "x and y are swapped: atan2 takes y first, atan2(y, x)"
+    return (f"the capsule {v[0].numpy().round(3).tolist()} points at {expected[0]:.1f}°, yours "
+            f"gives {out[0]:.1f}: use torch.rad2deg(torch.atan2(y, x))")
+
+
+def check_pose_angle(fn: TensorFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(v)`` returns each 2-D capsule's direction in degrees: (N, 2) -> (N,)."""
+    v = _probe_poses()  # (N, 2)
+    out, hint = _as_output(fn, v)
+    return verdict(hint or _angle_hint(out, v), "pose angles are right: atan2(y, x) in degrees",
+                   quiet=quiet)

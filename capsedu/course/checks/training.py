@@ -16,28 +16,13 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._report import CheckResult, report
-from capsedu.nets.capsnet import CapsNet, CapsNetConfig, capsnet_loss
+from capsedu.course.checks._kit import CheckResult, call_learner, probe_capsnet, verdict
+from capsedu.nets.capsnet import CapsNet, capsnet_loss
 from capsedu.nets.losses import margin_loss
 from capsedu.training.loop import evaluate
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 StepFn = Callable[[CapsNet, torch.optim.Optimizer, torch.Tensor, torch.Tensor], object]
-
-
-def _probe_model(seed: int) -> CapsNet:
-    r"""A tiny seeded CapsNet (8 conv1 channels, 4 primary types) that runs in milliseconds.
-
-    Its weights are larger than at initialisation so that capsules are long (0.2-0.3) and the
-    decoder's input, and so its gradients, depend on which capsule the mask keeps.
-    """
-    with torch.random.fork_rng(devices=[]):  # leave the learner's random state untouched
-        model = CapsNet(CapsNetConfig(conv1_channels=8, primary_types=4, decoder_hidden=(32,)))
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(0.1 * torch.randn(parameter.shape, generator=generator))
-    return model
 
 
 def _probe_batch(seed: int, batch: int = 6) -> Batch:
@@ -95,20 +80,19 @@ def _loss_problem(returned: object, model: CapsNet, images: torch.Tensor,
             "computed before the update")
 
 
-def check_train_step(fn: StepFn) -> CheckResult:
-    r"""Check ``fn(model, optimizer, images, labels) -> loss``: one step on ``capsnet_loss``."""
-    model = _probe_model(0)
+def _step_problem(fn: StepFn) -> str:
+    r"""A hint when two calls of ``fn`` are not two plain steps on ``capsnet_loss``, else ''."""
+    model = probe_capsnet(0).train()
     batches = [_probe_batch(1), _probe_batch(2)]
     start = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    try:
-        returned = fn(model, optimizer, *batches[0])
-        problem = _loss_problem(returned, start, *batches[0])
-        after_one, one_step = _params(model), copy.deepcopy(model)
-        if not problem:
-            fn(model, optimizer, *batches[1])
-    except Exception as error:  # noqa: BLE001 - learner code may raise anything
-        return report(False, "", f"your function raised {type(error).__name__}: {error}")
+    returned, problem = call_learner(fn, model, optimizer, *batches[0])
+    if problem:
+        return problem
+    problem = _loss_problem(returned, start, *batches[0])
+    after_one, one_step = _params(model), copy.deepcopy(model)
+    if not problem:
+        _, problem = call_learner(fn, model, optimizer, *batches[1])
     after_two = _params(model)
     if not problem and torch.equal(after_one, _params(start)):
         problem = "the weights did not change: call loss.backward() and then optimizer.step()"
@@ -125,10 +109,13 @@ def check_train_step(fn: StepFn) -> CheckResult:
                    "optimizer.zero_grad() before loss.backward()")
     if not problem and not torch.allclose(after_two, _reference_steps(start, batches, False), atol=1e-6):
         problem = "the second step went wrong: zero the gradients, backward, step - in that order, every call"
-    if problem:
-        return report(False, "", problem)
-    return report(True, "one training step: loss = capsnet_loss (labels mask the decoder), "
-                        "zero_grad -> backward -> step", "")
+    return problem
+
+
+def check_train_step(fn: StepFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(model, optimizer, images, labels) -> loss``: one step on ``capsnet_loss``."""
+    return verdict(_step_problem(fn), "one training step: loss = capsnet_loss (labels mask the "
+                                      "decoder), zero_grad -> backward -> step", quiet=quiet)
 
 
 def _probe_loader(model: CapsNet) -> tuple[list[Batch], float]:
@@ -143,15 +130,17 @@ def _probe_loader(model: CapsNet) -> tuple[list[Batch], float]:
     return batches, 0.7
 
 
-def check_accuracy(fn: Callable[[CapsNet, list[Batch]], object]) -> CheckResult:
-    r"""Check ``fn(model, loader) -> fraction right`` against :func:`capsedu.evaluate`."""
-    model = _probe_model(4).eval()
+def _accuracy_problem(fn: Callable[[CapsNet, list[Batch]], object]) -> str:
+    model = probe_capsnet(4)
     loader, expected = _probe_loader(model)
+    value, problem = call_learner(fn, model, loader)
+    if problem:
+        return problem if "raised" not in problem else (
+            f"{problem}; it should return one number, the fraction of images classified right")
     try:
-        value = float(fn(model, loader))  # type: ignore[arg-type]
-    except Exception as error:  # noqa: BLE001 - learner code may raise anything
-        return report(False, "", f"your function raised {type(error).__name__}: {error}; it should "
-                                 "return one number, the fraction of images classified right")
+        value = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return f"return one number (the fraction right), got {type(value).__name__}"
     reference = evaluate(model, loader)["accuracy"]
     hints = {70.0: "that is a percentage: return the fraction in [0, 1] (correct / total)",
              7 / 3: "you divided by the number of batches: divide by the number of IMAGES",
@@ -160,39 +149,51 @@ def check_accuracy(fn: Callable[[CapsNet, list[Batch]], object]) -> CheckResult:
              0.5: "only one batch was counted: add up correct predictions over every batch",
              0.0: "no image counted as right: predict with the LONGEST capsule, "
                   "lengths.argmax(dim=1)"}
-    if abs(value - reference) > 1e-6 or abs(reference - expected) > 1e-6:
-        hint = next((h for v, h in hints.items() if abs(value - v) < 1e-6),
-                    f"got {value:.4g}, expected {expected}: predict with lengths.argmax(dim=1), count the "
-                    "matches with the labels over all batches and divide by the number of images")
-        return report(False, "", hint)
-    return report(True, "accuracy matches capsedu.evaluate: correct images / all images", "")
+    if abs(value - reference) <= 1e-6 and abs(reference - expected) <= 1e-6:
+        return ""
+    return next((h for v, h in hints.items() if abs(value - v) < 1e-6),
+                f"got {value:.4g}, expected {expected}: predict with lengths.argmax(dim=1), count the "
+                "matches with the labels over all batches and divide by the number of images")
 
 
-def check_confusion_matrix(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]) -> CheckResult:
-    r"""Check ``fn(predictions, labels, num_classes) -> (J, J)`` counts, rows true, columns predicted."""
+def check_accuracy(fn: Callable[[CapsNet, list[Batch]], object], *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(model, loader) -> fraction right`` against :func:`capsedu.evaluate`."""
+    return verdict(_accuracy_problem(fn), "accuracy matches capsedu.evaluate: correct images / "
+                                          "all images", quiet=quiet)
+
+
+def _confusion_problem(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]) -> str:
     generator = torch.Generator().manual_seed(6)
     labels = torch.randint(0, 9, (50,), generator=generator)  # (N,), class 9 never occurs
     predictions = torch.where(torch.rand(50, generator=generator) < 0.7, labels,
                               torch.randint(0, 10, (50,), generator=generator))  # (N,)
     expected = torch.zeros(10, 10, dtype=torch.long)
     expected.index_put_((labels, predictions), torch.ones(50, dtype=torch.long), accumulate=True)
+    matrix, problem = call_learner(fn, predictions.clone(), labels.clone(), 10)
+    if problem:
+        return problem
     try:
-        matrix = fn(predictions.clone(), labels.clone(), 10)
         matrix = torch.as_tensor(matrix)
-    except Exception as error:  # noqa: BLE001 - learner code may raise anything
-        return report(False, "", f"your function raised {type(error).__name__}: {error}")
+    except (TypeError, ValueError, RuntimeError):
+        return f"return a (10, 10) tensor of counts, got {type(matrix).__name__}"
     if matrix.shape != (10, 10):
-        return report(False, "", f"expected a (num_classes, num_classes) = (10, 10) matrix, got "
-                                 f"{tuple(matrix.shape)}: size it with num_classes, not with the "
-                                 "largest label seen")
+        return (f"expected a (num_classes, num_classes) = (10, 10) matrix, got {tuple(matrix.shape)}: "
+                "size it with num_classes, not with the largest label seen")
     if torch.allclose(matrix.double(), expected.T.double()):
-        return report(False, "", "rows and columns are swapped: row = TRUE label, column = prediction")
+        return "rows and columns are swapped: row = TRUE label, column = prediction"
     if torch.allclose(matrix.double().sum(dim=1), torch.ones(10).double() * (expected.sum(dim=1) > 0)):
-        return report(False, "", "return counts, not fractions (each row sums to 1 in yours)")
+        return "return counts, not fractions (each row sums to 1 in yours)"
     if abs(float(matrix.double().sum()) - 50) > 1e-6:
-        return report(False, "", f"the counts add up to {float(matrix.sum()):g}, not to the 50 images: "
-                                 "add 1 at [label, prediction] for every image")
+        return (f"the counts add up to {float(matrix.sum()):g}, not to the 50 images: add 1 at "
+                "[label, prediction] for every image")
     if not torch.allclose(matrix.double(), expected.double()):
-        return report(False, "", "some counts are off: entry [t, p] must count images with label t "
-                                 "predicted as p (index_put_ with accumulate=True or a double loop)")
-    return report(True, "confusion matrix right: row = true label, column = prediction, counts", "")
+        return ("some counts are off: entry [t, p] must count images with label t predicted as p "
+                "(index_put_ with accumulate=True or a double loop)")
+    return ""
+
+
+def check_confusion_matrix(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor], *,
+                           quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(predictions, labels, num_classes) -> (J, J)`` counts, rows true, columns predicted."""
+    return verdict(_confusion_problem(fn), "confusion matrix right: row = true label, column = "
+                                           "prediction, counts", quiet=quiet)

@@ -1,0 +1,152 @@
+r"""Execute lessons in the learner profile and record what produced their outputs.
+
+    python -m capsedu.course.execute --stale          # every lesson whose outputs are stale
+    python -m capsedu.course.execute 03 07            # lessons by number (or path)
+    python -m capsedu.course.execute --check          # list the stale lessons; exit 1 if any
+    python -m capsedu.course.execute --all --out-dir /tmp/run   # time every lesson, keep the repo
+
+Each lesson runs top to bottom in a fresh kernel (nbclient, the widget state stored so the book
+can draw it), without ``CAPSEDU_FAST`` (``--fast`` sets it). Its ``.ipynb`` gets the outputs and,
+in ``metadata.capsedu``, the lesson's fingerprint (:mod:`capsedu.course.fingerprint`) and how it
+was executed (profile, seconds, processor, load average, torch version). A lesson is *stale* when
+its stored fingerprint differs from the current one; the test suite fails on stale lessons. Run
+it with the course's canonical data (``CAPSEDU_DATA`` holding the official test split); it refuses
+to record a fingerprint made with other data unless ``--out-dir`` sends the results elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from capsedu.course.fingerprint import (
+    CANONICAL_DATA,
+    data_identity,
+    differences,
+    lesson_fingerprint,
+    stored_fingerprint,
+)
+from capsedu.training.runtime import FAST_ENV
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def lessons(names: list[str] | None = None) -> list[Path]:
+    r"""Lesson notebooks matching ``names`` (numbers like ``03``, stems, or paths); all by default."""
+    every = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if not names:
+        return every
+    chosen = []
+    for name in names:
+        path = Path(name)
+        matches = [path] if path.suffix == ".ipynb" and path.is_file() else [
+            p for p in every if p.stem == name or p.stem.startswith(f"{name}_")]
+        if not matches:
+            raise SystemExit(f"no lesson matches {name!r}; lessons: {[p.stem for p in every]}")
+        chosen += matches
+    return chosen
+
+
+def stale(paths: list[Path]) -> dict[Path, list[str]]:
+    r"""The lessons among ``paths`` whose stored fingerprint is not today's, with what changed."""
+    found = {}
+    for path in paths:
+        changes = differences(stored_fingerprint(path), lesson_fingerprint(path))
+        if changes:
+            found[path] = changes
+    return found
+
+
+@contextmanager
+def _profile(fast: bool):
+    before = os.environ.get(FAST_ENV)
+    os.environ.pop(FAST_ENV, None)
+    if fast:
+        os.environ[FAST_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(FAST_ENV, None)
+        if before is not None:
+            os.environ[FAST_ENV] = before
+
+
+def _cpu() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                platform.processor() or "unknown processor")
+
+
+def execute(path: Path, *, fast: bool = False, out_dir: Path | None = None,
+            timeout: int = 1800) -> dict:
+    r"""Run lesson ``path`` and write it (to ``out_dir`` if given); return how it was executed."""
+    import torch
+
+    notebook = nbformat.read(path, as_version=4)
+    load_before = os.getloadavg()
+    start = time.perf_counter()
+    with _profile(fast):
+        client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}})
+        client.execute()
+    data = data_identity()
+    execution = {"profile": "fast" if fast else "learner",
+                 "seconds": round(time.perf_counter() - start, 1), "cpu": _cpu(),
+                 "cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
+                 "load_average_after": [round(x, 2) for x in os.getloadavg()],
+                 "torch": torch.__version__, "python": platform.python_version()}
+    target = path if out_dir is None else out_dir / path.name
+    if out_dir is None and (fast or data != CANONICAL_DATA):
+        raise SystemExit(f"{path.name} ran with {'the fast profile' if fast else f'data {data}'}, not "
+                         f"the learner profile and the canonical data {CANONICAL_DATA}: its outputs "
+                         "are not stored; use --out-dir to keep such a run elsewhere")
+    notebook.metadata["capsedu"] = {"fingerprint": lesson_fingerprint(path, data),
+                                    "execution": execution}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    return execution
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m capsedu.course.execute",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("lessons", nargs="*", help="lesson numbers, names or .ipynb paths")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--stale", action="store_true", help="only lessons whose outputs are stale")
+    group.add_argument("--check", action="store_true", help="list stale lessons; exit 1 if any")
+    group.add_argument("--all", action="store_true", help="every lesson, stale or not")
+    parser.add_argument("--fast", action="store_true", help="the fast profile (CAPSEDU_FAST=1)")
+    parser.add_argument("--out-dir", type=Path, default=None,
+                        help="write executed notebooks here instead of over the lessons")
+    args = parser.parse_args(argv)
+    chosen = lessons(args.lessons)
+    if args.check or args.stale:
+        found = stale(chosen)
+        for path, changes in found.items():
+            print(f"{path.stem}: stale ({'; '.join(changes[:4])}"
+                  f"{'; ...' if len(changes) > 4 else ''})")
+        if args.check:
+            print("all lessons are up to date" if not found else
+                  "re-execute them with `make execute` (python -m capsedu.course.execute --stale)")
+            return 1 if found else 0
+        chosen = list(found)
+    for path in chosen:
+        print(f"executing {path.stem} ...", flush=True)
+        info = execute(path, fast=args.fast, out_dir=args.out_dir)
+        print(f"  {path.stem}: {info['seconds']:.0f} s ({info['profile']} profile), load "
+              f"{info['load_average_before'][0]:.1f} -> {info['load_average_after'][0]:.1f}",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
