@@ -1,10 +1,13 @@
 """capsedu.explore: perturbations, Figure-4 sweeps and routing traces agree with the model."""
 
+import copy
+
 import pytest
 import torch
 
 from capsedu.explore.probes import (
     PERTURBATION_VALUES,
+    coupling_map,
     couplings_on_grid,
     encode_image,
     perturb,
@@ -12,7 +15,17 @@ from capsedu.explore.probes import (
     perturbed_reconstructions,
     routing_trace,
     sweep_offsets,
+    vote_shares,
 )
+
+
+@pytest.fixture(scope="module")
+def strong_model(model):
+    """The untrained network with 50x larger W: capsules long enough for routing to move them."""
+    strong = copy.deepcopy(model)
+    with torch.no_grad():
+        strong.digits.W.mul_(50)
+    return strong
 
 
 @pytest.fixture(scope="module")
@@ -62,14 +75,22 @@ def test_sweep_offsets_moves_one_dimension_per_row():
     assert PERTURBATION_VALUES[5] == 0.0
 
 
-def test_sweep_middle_column_is_the_plain_reconstruction(model, image):
+def test_sweep_middle_column_is_the_plain_reconstruction_and_the_others_move(strong_model, image):
+    model = strong_model
     images, label = perturbation_sweep(model, image)
     assert images.shape == (16, 11, 28, 28)
+    encoded = encode_image(model, image)
     with torch.no_grad():
         plain = model(image[None]).reconstruction[0, 0]
+        for d, k in [(0, 0), (5, 10), (15, 2)]:
+            moved = encoded.capsules.clone()
+            moved[label, d] += PERTURBATION_VALUES[k]
+            expected = model.decode(moved[None], torch.tensor([label]))[0, 0]
+            assert torch.allclose(images[d, k], expected, atol=1e-6)
+            assert (images[d, k] - plain).abs().max() > 1e-3  # a real offset changes the image
     for d in range(16):
         assert torch.allclose(images[d, 5], plain, atol=1e-6)
-    assert label == encode_image(model, image).prediction
+    assert label == encoded.prediction
 
 
 def test_perturbed_reconstruction_lengths(model, image):
@@ -83,13 +104,18 @@ def test_perturbed_reconstruction_lengths(model, image):
     assert images.shape == (1, 1, 28, 28)
 
 
-def test_routing_trace_rows_match_the_model_with_r_iterations(model, image):
-    trace = routing_trace(encode_image(model, image).u_hat, 4)
-    assert trace.lengths.shape == (4, 10)
+def test_routing_trace_rows_match_the_model_with_r_iterations(strong_model, image):
+    model = strong_model
+    encoded = encode_image(model, image)
+    trace = routing_trace(encoded.u_hat, 4, encoded.u)
+    assert trace.lengths.shape == (4, 10) and trace.shares.shape == (4, 10)
     for r in range(1, 5):
         with torch.no_grad():
-            out = model(image[None], num_iterations=r)
+            out = model(image[None], num_iterations=r, return_couplings=True)
         assert torch.allclose(trace.lengths[r - 1], out.lengths[0], atol=1e-6)
+        assert torch.allclose(trace.shares[r - 1], vote_shares(out.couplings[0], encoded.u), atol=1e-6)
+    assert (trace.lengths[0] - trace.lengths[3]).abs().max() > 0.01  # routing really moved them
+    assert (trace.shares[3] - trace.shares[0]).abs().max() > 1e-3
 
 
 def test_one_iteration_couples_uniformly(model, image):
@@ -112,3 +138,26 @@ def test_bad_image_is_named(model):
         encode_image(model, torch.zeros(2, 1, 28, 28))
     with pytest.raises(TypeError, match="model"):
         encode_image("not a model", torch.zeros(1, 28, 28))
+
+
+def test_vote_shares_weight_each_capsule_by_its_length():
+    c = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]])  # (I, J)
+    u = torch.tensor([[3.0, 4.0], [0.0, 1.0], [0.0, 0.0]])  # lengths 5, 1 and 0 (absent)
+    shares = vote_shares(c, u)
+    assert torch.allclose(shares, torch.tensor([(5 * 0.9 + 0.2) / 6, (5 * 0.1 + 0.8) / 6]))
+    assert torch.allclose(shares.sum(), torch.tensor(1.0))
+    batch = vote_shares(c.expand(4, 3, 2), u.expand(4, 3, 2))  # (B, I, J) -> (B, J)
+    assert torch.allclose(batch, shares.expand(4, 2))
+    with pytest.raises(ValueError, match="leading shape"):
+        vote_shares(c, u[:2])
+
+
+def test_coupling_map_averages_the_types_weighted_by_length():
+    types, side = 2, 3
+    c = torch.zeros(types * side * side, 4)  # (I, J)
+    c[:9, 1], c[9:, 1] = 0.2, 0.6  # type 0 and type 1 toward class 1
+    u = torch.zeros(types * side * side, 8)
+    u[:9, 0], u[9:, 0] = 3.0, 1.0  # type 0 three times as long as type 1
+    grid = coupling_map(c, u, 1, types)
+    assert grid.shape == (3, 3)
+    assert torch.allclose(grid, torch.full((3, 3), (3 * 0.2 + 1 * 0.6) / 4))

@@ -1,4 +1,4 @@
-"""capsedu.widgets: drive the explorers' controls directly and check what they show."""
+"""capsedu.explore.widgets: drive the explorers' controls directly and check what they show."""
 
 import copy
 
@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import capsedu
-from capsedu import explore
-from capsedu.explore.widgets import perturbation_explorer, perturbation_grid, routing_explorer
+from capsedu.explore import probes
+from capsedu.explore.figures import perturbation_grid
+from capsedu.explore.widgets import perturbation_explorer, routing_explorer, routing_scales
 
 pytest.importorskip("ipywidgets")
 
@@ -63,7 +64,6 @@ def test_reset_restores_the_original_in_one_redraw(model, dataset):
     assert all(s.value == 0 for s in ex.sliders)
     assert torch.allclose(ex.reconstruction, original)
     assert torch.allclose(ex.lengths, lengths)
-    assert torch.allclose(ex.reconstruction, ex.original_reconstruction)
 
 
 def test_perturbation_index_change_reencodes_and_resets(model, dataset):
@@ -97,8 +97,8 @@ def test_routing_slider_changes_couplings_without_recomputing_u_hat(strong_model
     ex = routing_explorer(model, dataset)
     calls = []
     monkeypatch.setattr("capsedu.explore.widgets.encode_image",
-                        lambda *a: calls.append(1) or explore.encode_image(*a))
-    u_hat = ex.u_hat
+                        lambda *a: calls.append(1) or probes.encode_image(*a))
+    u_hat = ex.encoded.u_hat
     ex.iterations.value = 1
     uniform = ex.trace.couplings.clone()
     assert torch.allclose(uniform, torch.full_like(uniform, 0.1))
@@ -106,7 +106,7 @@ def test_routing_slider_changes_couplings_without_recomputing_u_hat(strong_model
     ex.iterations.value = 3
     assert not torch.allclose(ex.trace.couplings, uniform)
     assert ex.trace.lengths.shape == (3, 10)
-    assert ex.u_hat is u_hat and calls == []  # u_hat reused across slider moves
+    assert ex.encoded.u_hat is u_hat and calls == []  # u_hat reused across slider moves
     with torch.no_grad():
         out = model(dataset.images[0:1], return_couplings=True, num_iterations=3)
     assert torch.allclose(ex.trace.couplings, out.couplings[0], atol=1e-6)
@@ -126,14 +126,30 @@ def test_routing_index_change_recomputes_u_hat(model, dataset):
     assert f"predicted {int(out.lengths.argmax())}" in ex.panel.title_img.get_text()
 
 
-def test_perturbation_grid_has_16_rows_of_11(model, dataset):
-    figure = perturbation_grid(model, dataset.images[0])
-    ax = figure.axes[0]
-    assert len(ax.get_yticks()) == 16 and len(ax.get_xticks()) == 11
-    labels = [t.get_text() for t in ax.get_xticklabels()]
-    assert labels[0] == "-0.25" and labels[-1] == "+0.25"
-    mosaic = ax.images[0].get_array()
-    assert mosaic.shape == (16 * 29 - 1, 11 * 29 - 1)
+def test_perturbation_grid_rows_are_dimensions_and_columns_offsets(strong_model, dataset):
+    figure = perturbation_grid(strong_model, dataset.images[0])
+    assert len(figure.axes) == 16 * 11
+    images, _ = probes.perturbation_sweep(strong_model, dataset.images[0])  # (16, 11, H, W)
+    first_row = [torch.as_tensor(ax.images[0].get_array()).float() for ax in figure.axes[:11]]
+    for shown, expected in zip(first_row, images[0]):
+        assert torch.allclose(shown, expected, atol=1e-6)
+    assert not torch.allclose(first_row[0], first_row[-1])  # the offsets really move the digit
+    assert figure.axes[10].get_xlabel() == "" and figure.axes[-1].get_xlabel() == "+0.25"
+    strongest = perturbation_grid(strong_model, dataset.images[0], strongest=3)
+    effects = (images[:, -1] - images[:, 0]).abs().mean(dim=(1, 2))
+    rows = [int(ax.get_ylabel().split()[1]) for ax in strongest.axes[::11]]
+    assert rows == effects.argsort(descending=True)[:3].tolist()
+
+
+def test_explorers_leave_the_model_mode_as_found(model, dataset):
+    model.train()
+    try:
+        ex = routing_explorer(model, dataset)
+        ex.iterations.value = 2
+        perturbation_explorer(model, dataset).sliders[0].value = 0.1
+        assert model.training
+    finally:
+        model.eval()
 
 
 def test_bad_arguments_are_named(model, dataset):
@@ -179,16 +195,12 @@ def test_snapshot_is_what_the_widget_shows(model, dataset):
     assert ex.snapshot().data == ex.view.value
 
 
-def test_coupling_scales_ignore_a_few_extreme_capsules():
-    from capsedu.explore.figures import coupling_scales
-    from capsedu.explore.probes import RoutingTrace
-
+def test_routing_scales_ignore_a_few_extreme_capsules():
     couplings = torch.full((288, 10), 0.1)  # (I, J): uniform ...
-    couplings[:, 3] = 0.3  # ... but more toward the predicted class 3,
+    couplings[:, 3] = 0.2  # ... but twice a fair share toward the predicted class 3,
     couplings[:2, 3] = 0.95  # and two capsules almost all-in
-    trace = RoutingTrace(torch.rand(3, 10), couplings, prediction=3)
-    colour_top, bar_top = coupling_scales(trace, num_types=8, num_classes=10)
-    assert colour_top == pytest.approx(0.3)  # the 95th percentile, not the 0.95 outliers
-    assert bar_top == pytest.approx(1.3 * (0.3 * 34 + 0.95 * 2) / 36)  # type 0 holds the outliers
-    flat = RoutingTrace(torch.rand(3, 10), torch.full((288, 10), 0.1), prediction=0)
-    assert coupling_scales(flat, 8, 10) == (pytest.approx(0.2), pytest.approx(0.2))  # 2/J floor
+    u = torch.ones(288, 8)
+    trace = probes.RoutingTrace(torch.rand(3, 10), torch.full((3, 10), 0.1), couplings, prediction=3)
+    top, share_top = routing_scales(trace, u, num_types=8)
+    assert top == pytest.approx(2.0)  # J c = 2 for almost every capsule; 9.5 for two is ignored
+    assert share_top == pytest.approx(0.125)

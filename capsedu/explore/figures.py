@@ -1,176 +1,178 @@
-r"""Figures for exploring a trained CapsNet: the static Figure-4 grid and the explorers' panels.
+r"""Static figures for looking inside a trained CapsNet, shared by the lessons.
 
-The explorer figures are built once and then *updated in place* (``set_data``, ``set_height``,
-``set_text``) - :mod:`capsedu.explore.widgets` re-renders the same figure to PNG after each move, so a
-slider never creates a new figure. They use ``matplotlib.figure.Figure`` directly (no pyplot
-state), so a notebook shows them once, when asked.
+* :func:`image_rows` - rows of digits with a name on the left (inputs, reconstructions, ...);
+* :func:`reconstruction_grid` - test digits, "true -> predicted" and what the decoder redraws;
+* :func:`perturbation_grid` - the paper's Figure 4: one capsule dimension moved per row;
+* :func:`routing_strip` - coupling maps for several routing iterations, vote shares and lengths.
+
+Couplings are drawn as :math:`J\,c_{ij}` ("times a fair share"): 1 is the uniform 1/J, so the
+colour scale (:func:`coupling_norm`) runs from 0 through 1 (white) to the largest value shown.
+Figures are ``matplotlib.figure.Figure`` objects (no pyplot state): a notebook shows one when it
+is a cell's last value.
 
 Shape legend:
-    I      primary capsules = T * G * G (T types on a G x G grid)
-    J      digit capsules, one per class
-    D_out  digit capsule dimension (16)
-    V      perturbation values per dimension (11: -0.25 ... +0.25)
-    H, W   image height and width (28)
+    N      images;  H, W  image height and width (28)
+    I      primary capsules = T * G * G (T types on a G x G grid);  J digit capsules
+    D_out  digit capsule dimension (16);  V perturbation values per dimension (11)
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
 from capsedu.explore.probes import (
     PERTURBATION_VALUES,
-    RoutingTrace,
-    couplings_on_grid,
+    coupling_map,
+    encode_image,
     perturbation_sweep,
+    routing_trace,
 )
+from capsedu.nets.capsnet import CapsNet, check_capsnet
+from capsedu.training.runtime import eval_mode
+
+TRUE_COLOUR, PREDICTED_COLOUR, OTHER_COLOUR = "tab:red", "tab:orange", "0.65"
+COUPLING_CMAP = "RdBu_r"
 
 
-def _mosaic(tiles: list[list[np.ndarray]], gap: int = 1) -> np.ndarray:
-    r"""Tile rows of equally sized 2-D arrays into one array, with NaN gaps between tiles."""
-    def join(arrays: list[np.ndarray], axis: int) -> np.ndarray:
-        widths = [(0, 0), (0, 0)]
-        widths[axis] = (0, gap)
-        padded = [np.pad(a, widths, constant_values=np.nan) for a in arrays]
-        joined = np.concatenate(padded, axis=axis)
-        return joined[:-gap] if axis == 0 else joined[:, :-gap]
-
-    return join([join(row, axis=1) for row in tiles], axis=0)
+def coupling_norm(top: float) -> TwoSlopeNorm:
+    r"""Colours for :math:`J c_{ij}`: 0 blue, 1 (a fair share) white, ``top`` (>= 1.5) red."""
+    return TwoSlopeNorm(vmin=0.0, vcenter=1.0, vmax=max(float(top), 1.5))
 
 
-def perturbation_grid(model, image: torch.Tensor,
-                      values: tuple[float, ...] = PERTURBATION_VALUES) -> Figure:
-    r"""The paper's Figure 4 for one image: row d decodes the winning capsule with dimension d moved.
+def grid_extent(model: CapsNet) -> tuple[float, float, float, float]:
+    r"""Pixel extent of the primary grid when each cell sits at the centre of its receptive field."""
+    cfg = model.config
+    first = (cfg.conv1_kernel + cfg.primary_kernel - 2) / 2 + 0.5  # centre of grid cell 0
+    half, step = cfg.primary_stride / 2, cfg.primary_stride
+    low, high = first - half, first + step * (cfg.primary_grid - 1) + half
+    return low, high, high, low
 
-    16 rows (dimensions of the predicted digit capsule) x 11 columns (offsets -0.25 ... +0.25,
-    step 0.05); the middle column is the unperturbed reconstruction.
-    """
-    images, label = perturbation_sweep(model, image, values)  # (D_out, V, H, W)
-    dim, count, height, width = images.shape
-    tiles = images.cpu().numpy()
-    mosaic = _mosaic([list(tiles[d]) for d in range(dim)])  # (D_out*(H+1)-1, V*(W+1)-1)
-    figure = Figure(figsize=(0.55 * count + 1.2, 0.55 * dim + 1.0), dpi=100, layout="constrained")
-    ax = figure.add_subplot()
-    ax.imshow(np.ma.masked_invalid(mosaic), cmap="gray", vmin=0, vmax=1, interpolation="nearest")
-    ax.set_xticks([(width + 1) * k + width / 2 for k in range(count)], [f"{v:+.2f}" for v in values],
-                  rotation=90, fontsize=8)
-    ax.set_yticks([(height + 1) * d + height / 2 for d in range(dim)], [f"dim {d}" for d in range(dim)],
-                  fontsize=8)
-    ax.set_xlabel("offset added to the dimension")
-    ax.set_facecolor("white")
-    ax.set_title(f"Perturbing each dimension of the class-{label} capsule\n"
-                 "(decoder reconstructions, as in Figure 4 of the paper)", fontsize=10)
+
+def image_rows(rows: dict[str, torch.Tensor], *, title: str = "",
+               column_titles: list[str] | None = None, thumb: float = 1.1) -> Figure:
+    r"""One row of images (N, 1, H, W) per entry of ``rows``, the row's name on its left."""
+    columns = max(len(images) for images in rows.values())
+    figure = Figure(figsize=(thumb * columns + 1.2, thumb * len(rows) + 0.6), layout="constrained")
+    axes = figure.subplots(len(rows), columns, squeeze=False)
+    for row, (name, images) in zip(axes, rows.items()):
+        for ax, image in zip(row, images):
+            ax.imshow(image.detach().cpu().squeeze(0).numpy(), cmap="gray", vmin=0, vmax=1)
+        for ax in row:
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.spines[:].set_visible(False)
+        row[0].set_ylabel(name, rotation=0, ha="right", va="center", fontsize=10)
+    for ax, text in zip(axes[0], column_titles or []):
+        ax.set_title(text, fontsize=9)
+    if title:
+        figure.suptitle(title)
     return figure
 
 
-class PerturbationFigure:
-    r"""Original | live reconstruction | capsule lengths, updated in place."""
-
-    def __init__(self, num_classes: int, image_size: int = 28) -> None:
-        self.figure = Figure(figsize=(9.0, 2.9), dpi=80, layout="constrained")
-        ax_in, ax_out, self.ax_bars = self.figure.subplots(1, 3, width_ratios=[1, 1, 1.7])
-        blank = np.zeros((image_size, image_size))
-        self.original = ax_in.imshow(blank, cmap="gray", vmin=0, vmax=1)
-        self.reconstruction = ax_out.imshow(blank, cmap="gray", vmin=0, vmax=1)
-        for ax in (ax_in, ax_out):
-            ax.set_xticks([]), ax.set_yticks([])
-        self.title_in, self.title_out = ax_in.set_title(""), ax_out.set_title("")
-        classes = np.arange(num_classes)
-        self.bars = self.ax_bars.bar(classes, np.zeros(num_classes), color="tab:gray")
-        (self.baseline,) = self.ax_bars.plot(classes, np.zeros(num_classes), "_", color="black",
-                                             markersize=14)
-        self.ax_bars.set(xticks=classes, ylim=(0, 1.3), xlabel="digit class",
-                         ylabel="capsule length ||v||",
-                         title="Capsule lengths (black tick: before perturbing)")
-        self.artists = [self.original, self.reconstruction, self.title_in, self.title_out,
-                        *self.bars, self.baseline]  # what update() changes
-
-    def update(self, original: torch.Tensor, reconstruction: torch.Tensor, lengths: torch.Tensor,
-               baseline: torch.Tensor, label: int, true_label: int, moved: int) -> None:
-        r"""Show images (H, W), perturbed ``lengths`` (J,) over the unperturbed ``baseline`` (J,)."""
-        self.original.set_data(original.cpu().numpy())
-        self.reconstruction.set_data(reconstruction.cpu().numpy())
-        self.title_in.set_text(f"input (label {true_label})")
-        moved_text = "unperturbed" if moved == 0 else f"{moved} dim(s) moved"
-        self.title_out.set_text(f"decoded class {label}\n{moved_text}")
-        for k, (bar, height) in enumerate(zip(self.bars, lengths.tolist())):
-            bar.set_height(height)
-            bar.set_color("tab:orange" if k == label else "tab:gray")
-        self.baseline.set_ydata(baseline.cpu().numpy())
+@torch.no_grad()
+def reconstruction_grid(model: CapsNet, images: torch.Tensor, labels: torch.Tensor, title: str,
+                        columns: int = 10) -> Figure:
+    r"""Inputs (N, 1, H, W) with "true -> predicted" above (red when wrong) and, below each row of
+    inputs, the test-time reconstructions (decoder masked by the longest capsule)."""
+    with eval_mode(check_capsnet(model)):
+        out = model(images)  # masked by the longest capsule
+    predictions = out.lengths.argmax(dim=1)  # (N,)
+    rows = -(-len(images) // columns)
+    figure = Figure(figsize=(1.05 * columns + 0.9, 2.35 * rows + 0.5), layout="constrained")
+    axes = figure.subplots(2 * rows, columns, squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    for k, (image, recon) in enumerate(zip(images, out.reconstruction)):
+        top, bottom = axes[2 * (k // columns), k % columns], axes[2 * (k // columns) + 1, k % columns]
+        top.imshow(image[0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
+        bottom.imshow(recon[0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
+        wrong = int(predictions[k]) != int(labels[k])
+        top.set_title(f"{int(labels[k])} → {int(predictions[k])}", fontsize=10,
+                      color=TRUE_COLOUR if wrong else "black")
+    for row in range(rows):
+        axes[2 * row, 0].text(-4, 14, "input", ha="right", va="center", fontsize=9)
+        axes[2 * row + 1, 0].text(-4, 14, "redrawn", ha="right", va="center", fontsize=9)
+    figure.suptitle(title)
+    return figure
 
 
-def coupling_scales(trace: RoutingTrace, num_types: int, num_classes: int) -> tuple[float, float]:
-    r"""Colour-scale top and per-type bar top that show the couplings of ``trace`` (its last r).
+def perturbation_grid(model: CapsNet, image: torch.Tensor, values: tuple[float, ...] = PERTURBATION_VALUES,
+                      *, strongest: int | None = None) -> Figure:
+    r"""The paper's Figure 4 for one image: row d decodes the winning capsule with dimension d moved.
 
-    The colour scale ends at the 95th percentile of the couplings toward the predicted class
-    (a few very strong capsules would otherwise make every other one look alike), the bars at
-    1.3 times the largest per-type mean; neither goes below twice the uniform coupling 1/J.
+    Columns are the offsets (-0.25 ... +0.25 in steps of 0.05); the middle column is the plain
+    reconstruction. Each row is labelled with its effect, the mean absolute pixel change between
+    the two extreme columns. ``strongest=k`` keeps the k dimensions with the largest effect,
+    strongest first (larger thumbnails); by default all 16 rows, in dimension order.
     """
-    toward = trace.couplings[:, trace.prediction]  # (I,)
-    floor = 2 / num_classes
-    colour_top = max(float(toward.quantile(0.95)), floor)
-    bar_top = max(1.3 * float(toward.view(num_types, -1).mean(dim=1).max()), floor)
-    return colour_top, bar_top
+    images, label = perturbation_sweep(model, image, values)  # (D_out, V, H, W)
+    effects = (images[:, -1] - images[:, 0]).abs().mean(dim=(1, 2))  # (D_out,)
+    dims = (effects.argsort(descending=True)[:strongest] if strongest else
+            torch.arange(images.shape[0])).tolist()
+    thumb = 0.62 if len(dims) > 8 else 0.85
+    figure = Figure(figsize=(thumb * len(values) + 1.9, thumb * len(dims) + 1.2), layout="constrained")
+    axes = figure.subplots(len(dims), len(values), squeeze=False)
+    for row, d in zip(axes, dims):
+        for ax, picture in zip(row, images[d].cpu().numpy()):
+            ax.imshow(picture, cmap="gray", vmin=0, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        row[0].set_ylabel(f"dim {d}\n({float(effects[d]):.3f})", rotation=0, ha="right",
+                          va="center", fontsize=9)
+    for ax, value in zip(axes[-1], values):
+        ax.set_xlabel(f"{value:+.2f}", fontsize=8, rotation=90)
+    which = f"the {len(dims)} strongest dimensions" if strongest else "each dimension"
+    figure.suptitle(f"Moving {which} of the class-{label} capsule, decoded (as Figure 4 of the "
+                    "paper)\nleft: dimension (mean |pixel change| from -0.25 to +0.25); "
+                    "bottom: offset added", fontsize=10)
+    return figure
 
 
-class RoutingFigure:
-    r"""Input and prediction | couplings on the primary grid | per-type mean | lengths per iteration."""
+def draw_coupling_map(ax, model: CapsNet, image: torch.Tensor, values: torch.Tensor,
+                      norm: TwoSlopeNorm):
+    r"""A (G, G) map of :math:`J c` over the digit, with the digit's outline; returns the image artist."""
+    picture = image.detach().cpu().reshape(image.shape[-2:]).numpy()  # (H, W)
+    ax.imshow(picture, cmap="gray_r", alpha=0.25, extent=(0, picture.shape[1], picture.shape[0], 0))
+    heat = ax.imshow(values.cpu().numpy(), cmap=COUPLING_CMAP, norm=norm, extent=grid_extent(model), alpha=0.9)
+    centres = np.arange(picture.shape[0]) + 0.5
+    ax.contour(centres, centres, picture, levels=[0.5], colors="black", linewidths=1.0)
+    ax.set(xlim=(3, picture.shape[1] - 3), ylim=(picture.shape[0] - 3, 3))
+    ax.set_axis_off()
+    return heat
 
-    def __init__(self, num_types: int, num_classes: int, max_iterations: int,
-                 image_size: int = 28) -> None:
-        self.num_types, self.columns = num_types, min(num_types, 8 if num_types > 16 else 4)
-        self.figure = Figure(figsize=(9.0, 6.0), dpi=80, layout="constrained")
-        (ax_img, self.ax_map), (self.ax_types, self.ax_lines) = self.figure.subplots(2, 2)
-        self.input = ax_img.imshow(np.zeros((image_size, image_size)), cmap="gray", vmin=0, vmax=1)
-        ax_img.set_xticks([]), ax_img.set_yticks([])
-        self.title_img = ax_img.set_title("")
-        self.map = self.ax_map.imshow(np.zeros((2, 2)), cmap="viridis", vmin=0, vmax=1,
-                                      interpolation="nearest")
-        self.ax_map.set_xticks([]), self.ax_map.set_yticks([])
-        self.title_map = self.ax_map.set_title("")
-        self.figure.colorbar(self.map, ax=self.ax_map, shrink=0.8, extend="max",
-                             label="coupling $c_{ij}$ (scale fixed per image)")
-        types = np.arange(num_types)
-        self.type_bars = self.ax_types.bar(types, np.zeros(num_types), color="tab:green")
-        self.uniform = self.ax_types.axhline(1 / num_classes, color="black", linestyle=":")
-        self.ax_types.set(ylim=(0, 1), xlabel="primary capsule type", ylabel="mean coupling",
-                          xticks=types[::2] if num_types > 8 else types,
-                          title="Mean coupling per capsule type (dotted: 1/J)")
-        self.lines = [self.ax_lines.plot([], [], marker="o", markersize=3, label=str(k))[0]
-                      for k in range(num_classes)]
-        self.ax_lines.set(xlim=(0.7, max_iterations + 0.3), ylim=(0, 1), xlabel="routing iterations r",
-                          ylabel="capsule length ||v_j||", title="Capsule lengths after r iterations",
-                          xticks=range(1, max_iterations + 1))
-        self.ax_lines.legend(title="class", fontsize=7, title_fontsize=7, loc="center left",
-                             bbox_to_anchor=(1.01, 0.5))
-        self.artists = [self.input, self.title_img, self.map, self.title_map, *self.type_bars,
-                        self.uniform, *self.lines]  # what update() changes (not the colour scale)
 
-    def update(self, image: torch.Tensor, trace: RoutingTrace, true_label: int,
-               scale: float = 1.0, bar_top: float = 1.0) -> None:
-        r"""Redraw for one image (H, W) and its routing ``trace`` (R iterations).
-
-        ``scale`` is the top of the coupling colour scale and ``bar_top`` that of the per-type
-        bars; keep both fixed while only r changes (:func:`coupling_scales` computes them).
-        """
-        self.input.set_data(image.cpu().numpy())
-        iterations = trace.lengths.shape[0]
-        verdict = "correct" if trace.prediction == true_label else "WRONG"
-        self.title_img.set_text(f"label {true_label}, predicted {trace.prediction} ({verdict})\n"
-                                f"after r = {iterations} iteration(s)")
-        grid = couplings_on_grid(trace.couplings, trace.prediction, self.num_types).cpu().numpy()
-        rows = [list(grid[start:start + self.columns]) for start in range(0, self.num_types, self.columns)]
-        mosaic = _mosaic(rows)  # (rows*(G+1)-1, columns*(G+1)-1)
-        self.map.set_data(np.ma.masked_invalid(mosaic))
-        self.map.set_clim(0, scale)
-        self.ax_types.set_ylim(0, bar_top)
-        self.map.set_extent((-0.5, mosaic.shape[1] - 0.5, mosaic.shape[0] - 0.5, -0.5))
-        self.title_map.set_text(f"Couplings toward class {trace.prediction}\n"
-                                f"({self.num_types} types, each on its {grid.shape[1]}x{grid.shape[2]} grid)")
-        for bar, height in zip(self.type_bars, grid.reshape(self.num_types, -1).mean(axis=1)):
-            bar.set_height(float(height))
-        steps = np.arange(1, iterations + 1)
-        for k, line in enumerate(self.lines):
-            line.set_data(steps, trace.lengths[:, k].cpu().numpy())
-            line.set_linewidth(3 if k == trace.prediction else 1)
+def routing_strip(model: CapsNet, image: torch.Tensor, label: int,
+                  iterations: tuple[int, ...] = (1, 2, 3, 5, 7)) -> Figure:
+    r"""Routing one digit with r = 1..max(iterations): coupling maps toward the predicted class for
+    each listed r (top), the vote share and capsule length of every class against r (bottom)."""
+    encoded = encode_image(model, image)
+    trace = routing_trace(encoded.u_hat, max(iterations), encoded.u)
+    cfg = model.config
+    maps = {r: cfg.num_classes * coupling_map(routing_trace(encoded.u_hat, r, encoded.u).couplings,
+                                              encoded.u, int(trace.lengths[r - 1].argmax()),
+                                              cfg.primary_types) for r in iterations}
+    norm = coupling_norm(max(float(m.max()) for m in maps.values()))
+    figure = Figure(figsize=(2.3 * len(iterations) + 0.8, 6.2), layout="constrained")
+    top, bottom = figure.subfigures(2, 1, height_ratios=[1, 1.05])
+    for ax, r in zip(top.subplots(1, len(iterations)), iterations):
+        heat = draw_coupling_map(ax, model, image, maps[r], norm)
+        ax.set_title(f"r = {r}: toward {int(trace.lengths[r - 1].argmax())}", fontsize=10)
+    top.colorbar(heat, ax=top.axes, shrink=0.85, label=r"$J\,c_{ij}$ (1 = fair share)")
+    ax_share, ax_len = bottom.subplots(1, 2)
+    steps = np.arange(1, max(iterations) + 1)
+    for k in range(cfg.num_classes):
+        style = ({"color": TRUE_COLOUR, "lw": 2.5, "label": f"class {k} (true label)", "zorder": 3}
+                 if k == label else {"color": OTHER_COLOUR, "lw": 1})
+        ax_share.plot(steps, trace.shares[:, k].cpu().numpy(), "o-", ms=3, **style)
+        ax_len.plot(steps, trace.lengths[:, k].cpu().numpy(), "o-", ms=3, **style)
+    ax_share.axhline(1 / cfg.num_classes, color="black", ls=":", lw=1, label="uniform 1/J")
+    ax_share.set(xlabel="routing iterations r", ylabel="share of the votes", xticks=steps,
+                 title="vote share per class (grey: other classes)")
+    ax_len.set(xlabel="routing iterations r", ylabel=r"capsule length $\|\mathbf{v}_j\|$",
+               xticks=steps, ylim=(0, 1), title="capsule length per class")
+    ax_share.legend(loc="upper left", fontsize=8)
+    ax_len.legend(loc="center right", fontsize=8)
+    return figure

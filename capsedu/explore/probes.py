@@ -1,16 +1,17 @@
 r"""What a trained CapsNet's digit capsules encode, and how routing settles - as plain tensors.
 
-The pure computations behind the lesson-07 explorers and the static Figure 4 grid: encode an
-image once, perturb one dimension of the winning digit capsule and decode (Section 5.1 of the
-paper, Figure 4), and re-run dynamic routing (Procedure 1) for 1..r iterations on predictions
-``u_hat`` computed once. No plotting and no widgets here.
+The pure computations behind the explorers of lessons 03 and 07 and the static Figure 4 grid:
+encode an image once, perturb one dimension of the winning digit capsule and decode (Section 5.1
+of the paper, Figure 4), re-run dynamic routing (Procedure 1) for 1..r iterations on predictions
+``u_hat`` computed once, and summarise couplings weighted by how present each part is (vote
+shares per class, maps on the primary grid). No plotting and no widgets here.
 
 Shape legend:
     B      batch size (perturbations decoded together)
     I      primary capsules = T * G * G
     T      primary capsule types, G the side of their grid (6 for 28-pixel images)
     J      digit capsules, one per class
-    D_out  digit capsule dimension (16)
+    D_in   primary capsule dimension (8), D_out digit capsule dimension (16)
     R      routing iterations
 """
 
@@ -31,6 +32,7 @@ PERTURBATION_VALUES: tuple[float, ...] = tuple(round(-0.25 + 0.05 * k, 2) for k 
 class Encoded(NamedTuple):
     r"""One image seen by the network: everything that does not depend on an explorer's sliders."""
 
+    u: torch.Tensor  # (I, D_in) primary capsules
     u_hat: torch.Tensor  # (I, J, D_out) prediction vectors
     capsules: torch.Tensor  # (J, D_out) digit capsules v_j after the model's routing iterations
     lengths: torch.Tensor  # (J,) capsule lengths
@@ -41,6 +43,7 @@ class RoutingTrace(NamedTuple):
     r"""Routing of one image for r = 1..R iterations."""
 
     lengths: torch.Tensor  # (R, J) capsule lengths after each number of iterations
+    shares: torch.Tensor  # (R, J) share of the (length-weighted) votes each class receives
     couplings: torch.Tensor  # (I, J) coupling coefficients c used in the last (R-th) iteration
     prediction: int  # longest capsule after R iterations
 
@@ -66,10 +69,11 @@ def encode_image(model: CapsNet, image: torch.Tensor) -> Encoded:
     """
     x = check_image(image).to(next(check_capsnet(model).parameters()).device)
     with eval_mode(model):
-        u_hat = model.digits.predict(model.encode(x))  # (1, I, J, D_out)
+        u = model.encode(x)  # (1, I, D_in)
+        u_hat = model.digits.predict(u)  # (1, I, J, D_out)
     v, _ = dynamic_routing(u_hat, model.digits.num_iterations)  # (1, J, D_out)
     lengths = v[0].norm(dim=-1)  # (J,)
-    return Encoded(u_hat[0], v[0], lengths, int(lengths.argmax()))
+    return Encoded(u[0], u_hat[0], v[0], lengths, int(lengths.argmax()))
 
 
 def perturb(capsules: torch.Tensor, label: int, offsets: torch.Tensor) -> torch.Tensor:
@@ -136,28 +140,55 @@ def route(u_hat: torch.Tensor, num_iterations: int) -> tuple[torch.Tensor, torch
     return v[0].norm(dim=-1), c[0]  # (J,), (I, J)
 
 
-def routing_trace(u_hat: torch.Tensor, num_iterations: int,
+def vote_shares(c: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    r"""The share of all votes that each output capsule receives, weighting capsule i by :math:`\lVert\mathbf u_i\rVert`.
+
+    .. math:: \text{share}_j = \frac{\sum_i \lVert\mathbf u_i\rVert\, c_{ij}}{\sum_i \lVert\mathbf u_i\rVert}
+
+    A short primary capsule says "my part is absent", so its vote barely counts; the shares sum
+    to 1 over j (each :math:`c_i` does), and are 1/J when every coupling is uniform.
+
+    Args:
+        c: couplings (..., I, J); u: primary capsules (..., I, D_in).
+    Returns:
+        shares (..., J).
+    """
+    require_tensor("c", c, floating=True)
+    require_tensor("u", u, floating=True)
+    if c.dim() < 2 or u.shape[:-1] != c.shape[:-1]:
+        raise ValueError(f"c (..., I, J) and u (..., I, D_in) must share their leading shape, got "
+                         f"{tuple(c.shape)} and {tuple(u.shape)}")
+    weight = u.norm(dim=-1)  # (..., I)
+    return (weight.unsqueeze(-1) * c).sum(dim=-2) / weight.sum(dim=-1, keepdim=True)  # (..., J)
+
+
+def routing_trace(u_hat: torch.Tensor, num_iterations: int, u: torch.Tensor | None = None,
                   cache: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None) -> RoutingTrace:
     r"""Run :func:`~capsedu.nets.routing.dynamic_routing` with r = 1..``num_iterations`` on one image's ``u_hat``.
 
     ``u_hat`` is (I, J, D_out), computed once per image; each r routes from scratch (b = 0), so
-    row r-1 of ``lengths`` is exactly what a network with r routing iterations outputs. Pass the
-    same ``cache`` dict for the same ``u_hat`` to route each r only once.
+    row r-1 of ``lengths`` is exactly what a network with r routing iterations outputs. ``u``
+    (I, D_in), the image's primary capsules, weights the vote shares (:func:`vote_shares`);
+    without it every capsule counts alike. Pass the same ``cache`` dict for the same ``u_hat``
+    to route each r only once.
     """
     require_int("num_iterations", num_iterations, minimum=1)
     cache = {} if cache is None else cache
     for r in range(1, num_iterations + 1):
         if r not in cache:
             cache[r] = route(u_hat, r)
+    weights = torch.ones(u_hat.shape[0], 1) if u is None else u
     lengths = torch.stack([cache[r][0] for r in range(1, num_iterations + 1)])  # (R, J)
-    return RoutingTrace(lengths, cache[num_iterations][1], int(lengths[-1].argmax()))
+    shares = torch.stack([vote_shares(cache[r][1], weights.to(u_hat))
+                          for r in range(1, num_iterations + 1)])  # (R, J)
+    return RoutingTrace(lengths, shares, cache[num_iterations][1], int(lengths[-1].argmax()))
 
 
 def couplings_on_grid(couplings: torch.Tensor, label: int, num_types: int) -> torch.Tensor:
     r"""Couplings (I, J) toward class ``label`` laid out as (T, G, G), one G x G map per capsule type.
 
     Primary capsules are ordered type-major (``i = t*G*G + y*G + x``, see
-    :class:`~capsedu.layers.PrimaryCaps`).
+    :class:`~capsedu.nets.primary.PrimaryCaps`).
     """
     require_tensor("couplings", couplings, ndim=2, shape="(I, J)", floating=True)
     require_int("num_types", num_types, minimum=1)
@@ -167,3 +198,15 @@ def couplings_on_grid(couplings: torch.Tensor, label: int, num_types: int) -> to
         raise ValueError(f"couplings has {total} primary capsules, which is not num_types={num_types} "
                          "times a square grid")
     return couplings[:, label].reshape(num_types, side, side)  # (T, G, G)
+
+
+def coupling_map(c: torch.Tensor, u: torch.Tensor, label: int, num_types: int) -> torch.Tensor:
+    r"""Couplings toward class ``label`` on the primary grid, averaged over the capsule types.
+
+    At each grid position the T capsule types' couplings are averaged, each weighted by its
+    length :math:`\lVert\mathbf u_i\rVert` (as in :func:`vote_shares`): where do the parts that
+    are really there send their votes? ``c`` (I, J) and ``u`` (I, D_in) -> (G, G).
+    """
+    grid = couplings_on_grid(c, label, num_types)  # (T, G, G)
+    weight = u.norm(dim=-1).reshape(grid.shape)  # (T, G, G)
+    return (weight * grid).sum(dim=0) / weight.sum(dim=0).clamp_min(1e-12)  # (G, G)

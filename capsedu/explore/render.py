@@ -42,7 +42,8 @@ class BlitRenderer:
         self.figure, self.artists, self.compress_level = figure, list(artists), compress_level
         self.canvas = FigureCanvasAgg(figure)
         axes = list(dict.fromkeys(a.axes for a in self.artists if a.axes is not None))
-        self.overlays = [spine for ax in axes for spine in ax.spines.values()]  # drawn on top
+        self.overlays = [spine for ax in axes if ax.axison
+                         for spine in ax.spines.values() if spine.get_visible()]  # drawn on top
         for artist in self.artists + self.overlays:
             artist.set_animated(True)  # left out of the background, drawn on every frame
         self.background = None

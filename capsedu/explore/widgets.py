@@ -1,21 +1,22 @@
-r"""The two interactive explorers of lesson 07 (ipywidgets, imported inside the functions).
+r"""The interactive explorers of lessons 03 and 07 (ipywidgets, imported inside the classes).
 
-* :func:`perturbation_explorer` - 16 sliders add -0.25 ... +0.25 to the dimensions of the
+* :class:`PerturbationExplorer` - 16 sliders add -0.25 ... +0.25 to the dimensions of the
   winning digit capsule; the decoder's reconstruction and the capsule lengths follow (Section 5.1
   and Figure 4 of the paper).
-* :func:`routing_explorer` - re-run dynamic routing (Procedure 1) with r = 1..7 iterations and
-  watch the coupling coefficients and capsule lengths settle.
+* :class:`RoutingExplorer` - re-run dynamic routing (Procedure 1) with r = 1..7 iterations and
+  watch the coupling coefficients, the vote shares and the capsule lengths.
 
-Each explorer keeps ONE matplotlib figure and one ``ipywidgets.Image``: a move updates the
-figure's artists in place and swaps the PNG, so nothing flickers and no figure piles up. What does
-not depend on a slider is computed once per image (digit capsules for the perturbation explorer,
-:math:`\hat{\mathbf u}_{j|i}` for the routing explorer). Explorers return an object exposing their
-controls and update methods, so tests (and curious learners) can drive them without a browser.
+Each explorer keeps ONE figure (:mod:`capsedu.explore.panels`) and one ``ipywidgets.Image``: a
+move updates the figure's artists in place and swaps the PNG, so nothing flickers and no figure
+piles up. What does not depend on a control is computed once per image (the digit capsules for
+the perturbation explorer; :math:`\mathbf u` and :math:`\hat{\mathbf u}_{j|i}` for the routing
+explorer). Every attribute is set in ``__init__``; the model's train/eval mode is left as found.
+Explorers expose their controls and update methods, so tests (and curious learners) can drive
+them without a browser; ``snapshot()`` returns what the widget shows, for static copies.
 
 Shape legend:
     N      images in the dataset
     I      primary capsules, J digit capsules, D_out digit capsule dimension (16)
-    R      routing iterations shown
 """
 
 from __future__ import annotations
@@ -24,30 +25,25 @@ from typing import Any
 
 import torch
 
-from capsedu.explore.figures import (
-    PerturbationFigure,
-    RoutingFigure,
-    coupling_scales,
-    perturbation_grid,
-)
+from capsedu.explore.figures import grid_extent
+from capsedu.explore.panels import PerturbationFigure, RoutingFigure
 from capsedu.explore.probes import (
     Encoded,
     RoutingTrace,
     check_image,
+    coupling_map,
     encode_image,
     perturbed_reconstructions,
     routing_trace,
 )
 from capsedu.explore.render import BlitRenderer
-from capsedu.nets.capsnet import CapsNet
+from capsedu.nets.capsnet import CapsNet, check_capsnet
 
-__all__ = ["PerturbationExplorer", "RoutingExplorer", "perturbation_explorer", "perturbation_grid",
-           "routing_explorer"]
+__all__ = ["PerturbationExplorer", "RoutingExplorer", "perturbation_explorer", "routing_explorer"]
 
 
-def _check_inputs(model: object, dataset: object) -> None:
-    if not isinstance(model, CapsNet):
-        raise TypeError(f"model must be a capsedu.CapsNet, got {type(model).__name__}")
+def check_dataset(dataset: object) -> Any:
+    r"""Require ``.images`` (N, 1, H, W) and ``.labels`` (N,) tensors with N >= 1."""
     images, labels = getattr(dataset, "images", None), getattr(dataset, "labels", None)
     if not isinstance(images, torch.Tensor) or not isinstance(labels, torch.Tensor):
         raise TypeError("dataset must have .images (N, 1, H, W) and .labels (N,) tensors, like "
@@ -55,21 +51,22 @@ def _check_inputs(model: object, dataset: object) -> None:
     if images.dim() != 4 or len(images) == 0 or len(images) != len(labels):
         raise ValueError(f"dataset.images must be (N, 1, H, W) with N >= 1 and one label each, got "
                          f"{tuple(images.shape)} and {tuple(labels.shape)}")
+    return dataset
 
 
 class _Explorer:
-    r"""Shared parts: the dataset, the index box, the PNG view and the one-redraw-per-change guard."""
+    r"""Shared parts: the model and data, the image-index box, the PNG view and its renderer."""
 
-    def __init__(self, model: CapsNet, dataset: Any, index: int) -> None:
+    def __init__(self, model: CapsNet, dataset: Any, index: int, panel: Any) -> None:
         import ipywidgets as widgets
 
-        _check_inputs(model, dataset)
-        model.eval()
-        self.model, self.dataset, self._hold = model, dataset, False
+        self.model, self.dataset = check_capsnet(model), check_dataset(dataset)
         last = len(dataset.labels) - 1
         self.index = widgets.BoundedIntText(value=min(max(index, 0), last), min=0, max=last,
                                             description="image", layout=widgets.Layout(width="180px"))
         self.view = widgets.Image(format="png")
+        self.panel, self.figure = panel, panel.figure
+        self.renderer = BlitRenderer(panel.figure, panel.artists)
         self.redraws = 0
 
     def image(self) -> torch.Tensor:
@@ -102,17 +99,17 @@ class PerturbationExplorer(_Explorer):
                  limit: float = 0.25) -> None:
         import ipywidgets as widgets
 
-        super().__init__(model, dataset, index)
-        cfg = model.config
+        cfg = check_capsnet(model).config
+        super().__init__(model, dataset, index, PerturbationFigure(cfg.num_classes, cfg.image_size))
         self.sliders = [widgets.FloatSlider(value=0.0, min=-limit, max=limit, step=step,
                                             description=f"dim {d}", continuous_update=True,
                                             readout_format="+.2f", layout=widgets.Layout(width="300px"))
                         for d in range(cfg.digit_dim)]
         self.reset_button = widgets.Button(description="reset", icon="undo")
-        self.panel = PerturbationFigure(cfg.num_classes, cfg.image_size)
-        self.figure = self.panel.figure
-        self.renderer = BlitRenderer(self.figure, self.panel.artists)
-        self.encoded: Encoded | None = None
+        self.encoded: Encoded | None = None  # the chosen image's capsules, set by select_image
+        self.reconstruction: torch.Tensor | None = None  # (H, W) what the view shows now
+        self.lengths: torch.Tensor | None = None  # (J,) the perturbed capsule lengths
+        self._hold = False  # True while reset() moves all sliders: one redraw, not sixteen
         self.select_image()
         self.index.observe(lambda _: self.select_image(), names="value")
         for slider in self.sliders:
@@ -129,26 +126,18 @@ class PerturbationExplorer(_Explorer):
     def select_image(self) -> None:
         r"""Encode the chosen image once, zero the sliders and redraw."""
         self.encoded = encode_image(self.model, self.dataset.images[self.index.value])
-        zeros = torch.zeros(1, self.model.config.digit_dim)
-        self.original_reconstruction, _ = self._decode(zeros)  # (H, W)
         self.reset()
-
-    def _decode(self, offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        encoded = self.encoded
-        offsets = offsets.to(encoded.capsules)
-        images, lengths = perturbed_reconstructions(self.model, encoded.capsules, encoded.prediction,
-                                                    offsets)
-        return images[0, 0], lengths[0]  # (H, W), (J,)
 
     def update(self) -> None:
         r"""Decode the winning capsule plus the sliders' offsets and redraw in place."""
         if self._hold:
             return
-        offsets = self.offsets()
-        self.reconstruction, self.lengths = self._decode(offsets)
-        moved = int((offsets != 0).sum())
-        self.panel.update(self.image(), self.reconstruction, self.lengths, self.encoded.lengths,
-                          self.encoded.prediction, self.true_label(), moved)
+        encoded, offsets = self.encoded, self.offsets()
+        images, lengths = perturbed_reconstructions(self.model, encoded.capsules, encoded.prediction,
+                                                    offsets.to(encoded.capsules))
+        self.reconstruction, self.lengths = images[0, 0], lengths[0]  # (H, W), (J,)
+        self.panel.update(self.image(), self.reconstruction, self.lengths, encoded.lengths,
+                          encoded.prediction, self.true_label(), int((offsets != 0).sum()))
         self.redraw()
 
     def reset(self) -> None:
@@ -162,39 +151,57 @@ class PerturbationExplorer(_Explorer):
         self.update()
 
 
+def routing_scales(trace: RoutingTrace, u: torch.Tensor, num_types: int) -> tuple[float, float]:
+    r"""The coupling colour-scale top and the share axis top that fit every r of ``trace``.
+
+    Couplings sharpen with r, so the scale is taken at the largest r: the 95th percentile of the
+    :math:`J c` values the two maps show there (length-weighted per position, and per capsule);
+    the few capsules above it saturate (the colour bar's arrow). The share axis ends a quarter
+    above the largest share at any r.
+    """
+    num_classes = trace.couplings.shape[1]
+    toward = num_classes * trace.couplings[:, trace.prediction]  # (I,)
+    weighted = num_classes * coupling_map(trace.couplings, u, trace.prediction, num_types)  # (G, G)
+    shown = torch.cat([toward, weighted.flatten()])  # every value the two maps show at the last r
+    return float(shown.quantile(0.95)), 1.25 * float(trace.shares.max())
+
+
 class RoutingExplorer(_Explorer):
     r"""Controls: ``index`` and ``iterations`` (1..max_iterations); view: ``view``."""
 
     def __init__(self, model: CapsNet, dataset: Any, index: int = 0, max_iterations: int = 7) -> None:
         import ipywidgets as widgets
 
-        super().__init__(model, dataset, index)
-        cfg = model.config
+        cfg = check_capsnet(model).config
+        panel = RoutingFigure(cfg.primary_types, cfg.primary_grid, cfg.num_classes, max_iterations,
+                              grid_extent(model), cfg.image_size)
+        super().__init__(model, dataset, index, panel)
         self.iterations = widgets.IntSlider(value=min(cfg.routing_iterations, max_iterations), min=1,
                                             max=max_iterations, description="iterations r",
                                             continuous_update=True)
-        self.panel = RoutingFigure(cfg.primary_types, cfg.num_classes, max_iterations, cfg.image_size)
-        self.figure = self.panel.figure
-        self.renderer = BlitRenderer(self.figure, self.panel.artists)
+        self.encoded: Encoded | None = None  # u and u_hat of the chosen image, set by select_image
+        self.routes: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # r -> (lengths, c), this image
+        self.trace: RoutingTrace | None = None  # what the view shows now
         self.select_image()
         self.index.observe(lambda _: self.select_image(), names="value")
         self.iterations.observe(lambda _: self.update(), names="value")
         self.widget = widgets.VBox([widgets.HBox([self.index, self.iterations]), self.view])
 
     def select_image(self) -> None:
-        r"""Compute :math:`\hat{\mathbf u}_{j|i}` once for the chosen image, then route and redraw."""
-        self.u_hat = encode_image(self.model, self.dataset.images[self.index.value]).u_hat  # (I, J, D_out)
-        self.routes: dict = {}  # r -> (lengths, couplings) of this image, each routed once
-        most_routed = routing_trace(self.u_hat, self.iterations.max, self.routes)
-        cfg = self.model.config
-        self.scale, self.bar_top = coupling_scales(most_routed, cfg.primary_types, cfg.num_classes)
-        self.renderer.invalidate()  # the colour bar and the bar chart's y range changed
+        r"""Compute :math:`\mathbf u` and :math:`\hat{\mathbf u}` once for the chosen image, fix the
+        colour and share scales from its most-routed trace, then route and redraw."""
+        self.encoded = encode_image(self.model, self.dataset.images[self.index.value])
+        self.routes = {}
+        most_routed = routing_trace(self.encoded.u_hat, self.iterations.max, self.encoded.u, self.routes)
+        scale, share_top = routing_scales(most_routed, self.encoded.u, self.model.config.primary_types)
+        self.panel.show_image(self.image(), scale, share_top)
+        self.renderer.invalidate()  # the digit's outline, colour bar and share axis changed
         self.update()
 
     def update(self) -> None:
         r"""Route the cached ``u_hat`` with r = 1..``iterations`` and redraw in place."""
-        self.trace: RoutingTrace = routing_trace(self.u_hat, self.iterations.value, self.routes)
-        self.panel.update(self.image(), self.trace, self.true_label(), self.scale, self.bar_top)
+        self.trace = routing_trace(self.encoded.u_hat, self.iterations.value, self.encoded.u, self.routes)
+        self.panel.update(self.trace, self.encoded.u, self.true_label())
         self.redraw()
 
 
@@ -209,5 +216,5 @@ def perturbation_explorer(model: CapsNet, dataset: Any, index: int = 0) -> Pertu
 
 def routing_explorer(model: CapsNet, dataset: Any, index: int = 0,
                      max_iterations: int = 7) -> RoutingExplorer:
-    r"""A routing-iterations slider (1..7) and an image index: couplings, lengths, prediction."""
+    r"""A routing-iterations slider (1..7) and an image index: couplings, vote shares, lengths."""
     return RoutingExplorer(model, dataset, index, max_iterations)
