@@ -215,19 +215,20 @@ def learner_subset(data: MNISTData, limit: int = LEARNER_TRAIN_IMAGES, seed: int
     return data if len(data) <= limit else data.subset(limit, seed=seed)
 
 
-def random_shift(images: torch.Tensor, max_shift: int = 2,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+def random_shift(images: torch.Tensor, max_shift: int = 2, generator: torch.Generator | None = None,
+                 *, return_offsets: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""Shift each image by up to ``max_shift`` pixels in x and y, zero-padding (the paper's augmentation).
 
     Args:
         images: (B, C, H, W).
+        return_offsets: also return each image's shift, (B, 2) as (dx, dy): right and down positive.
     Returns:
-        (B, C, H, W), each image moved by its own random offset.
+        (B, C, H, W), each image moved by its own random offset (and the offsets when asked).
     """
     if not isinstance(images, torch.Tensor) or images.dim() != 4:
         raise ValueError(f"images must be a 4-D tensor (B, C, H, W), got {getattr(images, 'shape', images)}")
-    if max_shift < 0:
-        raise ValueError(f"max_shift must be >= 0, got {max_shift}")
+    if isinstance(max_shift, bool) or not isinstance(max_shift, int) or max_shift < 0:
+        raise ValueError(f"max_shift must be an int >= 0, got {max_shift!r}")
     batch, channels, height, width = images.shape
     padded = torch.nn.functional.pad(images, [max_shift] * 4)  # (B, C, H+2s, W+2s)
     offsets = torch.randint(0, 2 * max_shift + 1, (2, batch), generator=generator).to(images.device)
@@ -235,4 +236,7 @@ def random_shift(images: torch.Tensor, max_shift: int = 2,
     cols = offsets[1, :, None] + torch.arange(width, device=images.device)  # (B, W)
     b = torch.arange(batch, device=images.device)[:, None, None, None]
     c = torch.arange(channels, device=images.device)[None, :, None, None]
-    return padded[b, c, rows[:, None, :, None], cols[:, None, None, :]]  # (B, C, H, W)
+    shifted = padded[b, c, rows[:, None, :, None], cols[:, None, None, :]]  # (B, C, H, W)
+    if not return_offsets:
+        return shifted
+    return shifted, torch.stack([max_shift - offsets[1], max_shift - offsets[0]], dim=1)  # (B, 2)
