@@ -68,6 +68,17 @@ def test_exercises_have_solutions_followed_by_a_check(lesson):
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
+def test_solutions_are_folded_away_in_jupyterlab_and_the_book(lesson):
+    cells = jupytext.read(SOURCES / f"{lesson}.py").cells
+    solutions = [c for c in cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
+    for cell in solutions:
+        assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, cell.source[:60]
+        assert "hide-input" in cell.metadata.get("tags", []), cell.source[:60]
+    folded = [c for c in cells if c.metadata.get("jupyter", {}).get("source_hidden")]
+    assert len(folded) == len(solutions), f"{lesson}: only solution cells are folded"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_committed_with_outputs_and_checked_cells(lesson):
     raw = json.loads((NOTEBOOKS / f"{lesson}.ipynb").read_text())
     code = [c for c in raw["cells"] if c["cell_type"] == "code"]

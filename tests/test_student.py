@@ -33,7 +33,10 @@ def test_every_lesson_becomes_a_handout_without_answers(tmp_path):
         assert blocks >= 2 and sum(c.source.count(STUB) for c in code) == blocks
         assert not any(BEGIN in c.source or END in c.source for c in code)
         assert all(c.outputs == [] and c.execution_count is None for c in code)
-        assert "widgets" not in handout.metadata
+        assert "widgets" not in handout.metadata and "capsedu" not in handout.metadata
+        stubs = [c for c in code if STUB in c.source]
+        assert all(not c.metadata.get("jupyter", {}).get("source_hidden") for c in stubs)
+        assert all("hide-input" not in c.metadata.get("tags", []) for c in stubs)
         for cell in code:
             compile(cell.source, f"{handout_path.name} cell", "exec")  # still valid Python
         assert [c.source for c in handout.cells if c.cell_type == "markdown"] == \

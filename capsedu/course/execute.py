@@ -17,6 +17,7 @@ to record a fingerprint made with other data unless ``--out-dir`` sends the resu
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -37,6 +38,10 @@ from capsedu.course.fingerprint import (
 from capsedu.training.runtime import FAST_ENV
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+PROBE = ("import json, resource\n"
+         "_usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+         "print('CAPSEDU-KERNEL-USAGE', json.dumps({'peak_rss_mib': _usage.ru_maxrss / 1024, "
+         "'cpu_seconds': _usage.ru_utime + _usage.ru_stime}))")
 
 
 def lessons(names: list[str] | None = None) -> list[Path]:
@@ -92,15 +97,20 @@ def execute(path: Path, *, fast: bool = False, out_dir: Path | None = None,
     import torch
 
     notebook = nbformat.read(path, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(PROBE))  # the kernel's peak memory and CPU time
     load_before = os.getloadavg()
     start = time.perf_counter()
     with _profile(fast):
         client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": str(path.parent)}})
         client.execute()
+    seconds = time.perf_counter() - start
+    probe = notebook.cells.pop()
+    usage = json.loads(probe.outputs[0]["text"].split("CAPSEDU-KERNEL-USAGE", 1)[1])
     data = data_identity()
-    execution = {"profile": "fast" if fast else "learner",
-                 "seconds": round(time.perf_counter() - start, 1), "cpu": _cpu(),
+    execution = {"profile": "fast" if fast else "learner", "seconds": round(seconds, 1),
+                 "kernel_cpu_seconds": round(usage["cpu_seconds"], 1),
+                 "kernel_peak_rss_mib": round(usage["peak_rss_mib"]), "cpu": _cpu(),
                  "cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
                  "load_average_after": [round(x, 2) for x in os.getloadavg()],
                  "torch": torch.__version__, "python": platform.python_version()}
@@ -142,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in chosen:
         print(f"executing {path.stem} ...", flush=True)
         info = execute(path, fast=args.fast, out_dir=args.out_dir)
-        print(f"  {path.stem}: {info['seconds']:.0f} s ({info['profile']} profile), load "
+        print(f"  {path.stem}: {info['seconds']:.0f} s ({info['profile']} profile), kernel "
+              f"{info['kernel_cpu_seconds']:.0f} s CPU and {info['kernel_peak_rss_mib']} MiB peak, load "
               f"{info['load_average_before'][0]:.1f} -> {info['load_average_after'][0]:.1f}",
               flush=True)
     return 0

@@ -10,6 +10,8 @@ A lesson's *fingerprint* is a dict of content digests (the first 16 hex digits o
   :mod:`capsedu.zoo.shipped`, which defines them) load with ``pretrained(...)`` /
   ``pretrained_metrics(...)`` (the JSON records the checkpoint's SHA-256); a name that is not a
   string literal counts as every shipped network;
+* ``studies`` - the recorded experiment results the code prints with ``study(...)``
+  (``capsedu/zoo/studies/NAME.json``);
 * ``data`` - what ``load_mnist`` reads for each split: the content digest of the official IDX
   files (compression does not matter) or of the offline subset and which part of it.
 
@@ -37,6 +39,7 @@ from capsedu.data import mnist
 PACKAGE = Path(__file__).resolve().parents[1]  # capsedu/
 ROOT = PACKAGE.parent
 CALLS_THAT_LOAD_WEIGHTS = {"pretrained", "pretrained_metrics"}
+CALLS_THAT_LOAD_STUDIES = {"study"}
 DEFAULT_WEIGHTS = "capsnet"
 # The data the committed outputs are made with: the official 10,000-image test split (the same
 # bytes wherever it comes from) and the offline subset, all 5,000 images for training.
@@ -104,15 +107,17 @@ def available_weights() -> list[str]:
     return available()
 
 
-def weights_loaded(trees: list[ast.AST]) -> set[str]:
-    r"""Names of the shipped networks that calls of ``pretrained``/``pretrained_metrics`` load."""
+def weights_loaded(trees: list[ast.AST], calls: set[str] = CALLS_THAT_LOAD_WEIGHTS,
+                   every: list[str] | None = None) -> set[str]:
+    r"""Names that calls of ``calls`` (default: ``pretrained``/``pretrained_metrics``) load;
+    a name that is not a string literal counts as ``every`` name (default: every shipped network)."""
     names: set[str] = set()
     for tree in trees:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if func not in CALLS_THAT_LOAD_WEIGHTS:
+            if func not in calls:
                 continue
             given = node.args[0] if node.args else next(
                 (k.value for k in node.keywords if k.arg == "name"), None)
@@ -121,7 +126,7 @@ def weights_loaded(trees: list[ast.AST]) -> set[str]:
             elif isinstance(given, ast.Constant) and isinstance(given.value, str):
                 names.add(given.value)
             else:
-                names |= set(available_weights())
+                names |= set(available_weights() if every is None else every)
     return names
 
 
@@ -157,7 +162,7 @@ def lesson_fingerprint(notebook_path: str | os.PathLike,
                        data: dict[str, str] | None = None) -> dict[str, Any]:
     r"""The fingerprint of the lesson ``notebook_path`` (an ``.ipynb``), with ``data`` as its data
     part (default: :data:`CANONICAL_DATA`, what committed outputs must come from)."""
-    from capsedu.zoo.shipped import shipped_paths
+    from capsedu.zoo.shipped import STUDIES_DIR, shipped_paths
 
     code = code_of(nbformat.read(notebook_path, as_version=4))
     tree = ast.parse(code)
@@ -170,6 +175,10 @@ def lesson_fingerprint(notebook_path: str | os.PathLike,
                     for _, path in sorted(modules.items())},
         "weights": {name: digest(shipped_paths(name)[1].read_bytes())
                     for name in sorted(weights_loaded(trees))},
+        "studies": {name: digest((STUDIES_DIR / f"{name}.json").read_bytes())
+                    for name in sorted(weights_loaded(trees, CALLS_THAT_LOAD_STUDIES,
+                                                      sorted(p.stem for p in STUDIES_DIR.glob("*.json"))))
+                    if (STUDIES_DIR / f"{name}.json").is_file()},
         "data": dict(CANONICAL_DATA if data is None else data),
     }
 
@@ -181,12 +190,13 @@ def differences(recorded: dict[str, Any] | None, current: dict[str, Any]) -> lis
     changes = []
     if recorded.get("lesson") != current["lesson"]:
         changes.append("its code cells")
-    for part in ("modules", "weights", "data"):
+    for part in ("modules", "weights", "studies", "data"):
         old, new = recorded.get(part, {}), current[part]
         for key in sorted(set(old) | set(new)):
             if old.get(key) != new.get(key):
                 verb = "added" if key not in old else "removed" if key not in new else "changed"
-                changes.append(f"{part[:-1] if part != 'data' else 'data'} {key} {verb}")
+                singular = {"modules": "module", "weights": "weight", "studies": "study"}.get(part, part)
+                changes.append(f"{singular} {key} {verb}")
     return changes
 
 

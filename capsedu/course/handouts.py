@@ -8,8 +8,10 @@ and a ``### END SOLUTION`` line (CI runs the solutions). For a class, run::
 
 Inside each block the solution becomes ``# YOUR CODE HERE`` and
 ``raise NotImplementedError(...)`` at the block's indentation, so the learner sees where to
-write, and the exercise's check (which catches exceptions) prints a hint until they do. Outputs,
-execution counts and saved widget state are removed: the handout shows no answers.
+write, and the exercise's check prints "not written yet" until they do. The lessons fold their
+solution cells away (``jupyter.source_hidden`` and the book's ``hide-input`` tag); the handout
+unfolds the stubbed cells. Outputs, execution counts and saved widget state are removed: the
+handout shows no answers.
 """
 
 from __future__ import annotations
@@ -48,12 +50,27 @@ def strip_solutions(source: str) -> str:
     return "\n".join(lines)
 
 
+def unfold(cell: nbformat.NotebookNode) -> None:
+    r"""Remove the metadata that folds a cell's source away (JupyterLab and the book)."""
+    cell.metadata.get("jupyter", {}).pop("source_hidden", None)
+    if not cell.metadata.get("jupyter", True):
+        del cell.metadata["jupyter"]
+    tags = [t for t in cell.metadata.get("tags", []) if t != "hide-input"]
+    if tags:
+        cell.metadata["tags"] = tags
+    else:
+        cell.metadata.pop("tags", None)
+
+
 def student_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    r"""A copy of ``notebook`` with solutions stubbed and no outputs or widget state."""
+    r"""A copy of ``notebook`` with solutions stubbed and unfolded, and no outputs or widget state."""
     handout = copy.deepcopy(notebook)
     handout.metadata.pop("widgets", None)
+    handout.metadata.pop("capsedu", None)  # the fingerprint describes the lesson's outputs, gone here
     for cell in handout.cells:
         if cell.cell_type == "code":
+            if BEGIN in cell.source:
+                unfold(cell)
             cell.source = strip_solutions(cell.source)
             cell.outputs, cell.execution_count = [], None
     return handout

@@ -7,6 +7,10 @@ load it was measured under, and the checkpoint's SHA-256. :func:`pretrained` rec
 SHA-256 and refuses a file whose digest differs.
 
 Shipped names: ``"capsnet"`` (the CPU-configuration CapsNet of lessons 03-07, the default).
+
+``capsedu/zoo/studies/`` holds the results of experiments run on the shipped recipes with the
+scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons print with
+:func:`study`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from torch import nn
 from capsedu.training.checkpoint import CheckpointError, load_checkpoint
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
+STUDIES_DIR = Path(__file__).parent / "studies"
 DEFAULT = "capsnet"
 
 
@@ -87,3 +92,13 @@ def pretrained(name: str = DEFAULT, *, map_location: str | torch.device = "cpu",
         raise CheckpointError(f"{checkpoint} holds a {info['kind']!r} network but {json_path.name} "
                               f"says {metrics.get('kind')!r}")
     return model.to(map_location).eval()
+
+
+def study(name: str) -> dict[str, Any]:
+    r"""The recorded result of experiment ``name`` (``capsedu/zoo/studies/NAME.json``)."""
+    path = STUDIES_DIR / f"{name}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in STUDIES_DIR.glob("*.json"))
+        raise FileNotFoundError(f"no study {name!r} at {path} (recorded studies: {known}); the "
+                                "scripts in benchmarks/ write them")
+    return json.loads(path.read_text())

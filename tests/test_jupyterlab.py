@@ -1,0 +1,209 @@
+"""The lessons in a real JupyterLab: run all cells, move every slider, type, press reset.
+
+JupyterLab starts from the project's environment on 127.0.0.1 (a free port, a random token,
+``--expose-app-in-browser`` so the test can call JupyterLab's own commands) over a temporary copy
+of the lessons, so that autosave can never touch the committed notebooks. Headless Debian
+Chromium, driven by Playwright, opens every lesson whose widgets hold controls and:
+
+* asserts that the kernel starts without a dialog (no "Select Kernel" prompt);
+* runs all cells in the fast profile (``CAPSEDU_FAST=1``) and asserts that no cell shows an error;
+* moves every slider by keyboard (one step right, or left for a slider at its maximum) and
+  asserts that the explorer's picture changed;
+* types a new index into every image-index box and asserts the picture changed;
+* presses every reset button and asserts that its sliders are back at 0;
+* saves a screenshot per lesson to ``build/screenshots/``.
+
+Skipped, with its reason, only where Chromium is missing (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from conftest import REPO
+
+NOTEBOOKS = REPO / "notebooks"
+SCREENSHOTS = REPO / "build" / "screenshots"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CONTROL = ("SliderModel", "ButtonModel", "IntTextModel")
+
+
+def lessons_with_controls() -> list[str]:
+    r"""Lessons whose stored widget state holds a slider, a button or a number box."""
+    found = []
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        state = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("widgets", {})
+        models = state.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        if any(m.get("model_name", "").endswith(CONTROL) for m in models.values()):
+            found.append(path.stem)
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Iterator[str]:
+    r"""A running JupyterLab over a copy of the lessons; yields its base URL with the token."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (Debian: `apt-get install -y chromium`)")
+    root = tmp_path_factory.mktemp("lab")
+    for path in NOTEBOOKS.glob("*.ipynb"):
+        shutil.copy(path, root / path.name)
+    shutil.copytree(NOTEBOOKS / "src", root / "src")
+    shutil.copy(NOTEBOOKS / "jupytext.toml", root / "jupytext.toml")
+    port, token = free_port(), secrets.token_hex(16)
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+               "--expose-app-in-browser", "--LabApp.news_url=", "--allow-root"]
+    env = dict(os.environ, CAPSEDU_FAST="1", JUPYTER_CONFIG_DIR=str(root / ".jupyter-config"))
+    server = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
+                              stderr=open(root / "server.log", "w"))  # noqa: SIM115
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    log = (root / "server.log").read_text()
+                    raise RuntimeError(f"JupyterLab did not start:\n{log}") from None
+                time.sleep(0.5)
+        yield f"{base}|{token}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+@pytest.fixture(scope="module")
+def browser(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield chromium
+        chromium.close()
+
+
+KERNEL_IDLE = """() => {
+  const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const kernel = panel && panel.sessionContext && panel.sessionContext.session
+                 && panel.sessionContext.session.kernel;
+  return !!kernel && kernel.status === 'idle' && panel.sessionContext.isReady;
+}"""
+ALL_RUN = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cells = panel.content.widgets.filter(c => c.model.type === 'code' && c.model.sharedModel.source.trim());
+  const kernel = panel.sessionContext.session.kernel;
+  return kernel.status === 'idle' && cells.every(c => c.model.executionCount !== null);
+}"""
+ERRORS = """() => window.jupyterapp.shell.currentWidget.content.widgets
+  .filter(c => c.model.type === 'code')
+  .flatMap((c, i) => c.model.outputs.toJSON().filter(o => o.output_type === 'error')
+                       .map(o => `cell ${i}: ${o.ename}: ${o.evalue}`))"""
+
+
+def open_and_run(page, base: str, token: str, lesson: str) -> float:
+    r"""Open ``lesson`` in JupyterLab, wait for its kernel, run all cells; return the seconds taken."""
+    start = time.monotonic()
+    page.goto(f"{base}/lab/tree/{lesson}.ipynb?token={token}&reset")
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+    dialogs = page.locator(".jp-Dialog").all_inner_texts()
+    assert not dialogs, f"{lesson}: a dialog appeared when the lesson opened: {dialogs}"
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function(ALL_RUN, timeout=150_000, polling=500)
+    errors = page.evaluate(ERRORS)
+    assert not errors, f"{lesson}: cells with errors after Run All: {errors}"
+    return time.monotonic() - start
+
+
+def explorers(page):
+    r"""Every explorer: a widget box that holds an image and at least one control."""
+    boxes = page.locator(".jp-OutputArea-output .widget-vbox").filter(has=page.locator(".widget-image"))
+    return [box for box in boxes.all() if box.locator(".widget-slider, button, input").count()]
+
+
+def picture(box) -> str:
+    return box.locator("img").first.get_attribute("src") or ""
+
+
+def wait_for_new_picture(page, box, before: str, what: str) -> None:
+    deadline = time.monotonic() + 15
+    while picture(box) == before:
+        assert time.monotonic() < deadline, f"the picture did not change after {what}"
+        page.wait_for_timeout(100)
+
+
+def move_every_slider(page, box) -> int:
+    moved = 0
+    for slider in box.locator(".widget-slider").all():
+        name = slider.locator(".widget-label").inner_text()
+        handle = slider.locator(".noUi-handle")
+        at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+        before = picture(box)
+        handle.focus()
+        handle.press("ArrowLeft" if at_max else "ArrowRight")
+        wait_for_new_picture(page, box, before, f"moving slider {name!r}")
+        moved += 1
+    return moved
+
+
+def type_every_index(page, box) -> None:
+    for field in box.locator("input[type=number]").all():
+        before, value = picture(box), int(field.input_value())
+        field.fill(str(value + 1))
+        field.press("Enter")
+        wait_for_new_picture(page, box, before, f"typing image index {value + 1}")
+
+
+def press_every_reset(page, box) -> None:
+    for button in box.locator("button", has_text="reset").all():
+        before = picture(box)
+        button.click()
+        wait_for_new_picture(page, box, before, "pressing reset")
+        values = [h.get_attribute("aria-valuenow") for h in box.locator(".noUi-handle").all()]
+        assert all(float(v) == 0 for v in values), f"sliders after reset: {values}"
+
+
+@pytest.mark.parametrize("lesson", lessons_with_controls())
+def test_lesson_runs_and_its_controls_change_their_pictures(lab, browser, lesson):
+    base, token = lab.split("|")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        seconds = open_and_run(page, base, token, lesson)
+        boxes = explorers(page)
+        assert boxes, f"{lesson}: no explorer (image + controls) was drawn"
+        sliders = 0
+        for box in boxes:
+            box.scroll_into_view_if_needed()
+            sliders += move_every_slider(page, box)
+            type_every_index(page, box)
+            press_every_reset(page, box)
+        assert sliders >= len(boxes), f"{lesson}: {sliders} sliders in {len(boxes)} explorers"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        boxes[0].scroll_into_view_if_needed()
+        page.screenshot(path=str(SCREENSHOTS / f"jupyterlab_{lesson}.png"))
+        print(f"{lesson}: ran in {seconds:.0f} s, {len(boxes)} explorers, {sliders} sliders moved")
+    finally:
+        page.close()

@@ -1,0 +1,88 @@
+"""nbgrader grades the lessons: the released handout scores 0, a solved one full marks.
+
+``python -m capsedu.course.grading`` builds the course folder; nbgrader's own
+``generate_assignment`` releases each lesson, and ``autograde`` grades three submissions of it:
+the released notebook untouched (every exercise still a stub), every exercise solved (the
+lesson's own solutions pasted in), and the first half solved. CI grades two lessons (about a
+minute each); ``make grade-all`` grades every lesson the same way.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import REPO
+
+from capsedu.course.grading import write_course
+
+pytest.importorskip("nbgrader")
+GRADED_IN_CI = ["01_squash", "04_margin_loss"]
+
+
+def nbgrader(course: Path, *args: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course,
+                            capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+
+
+def submission(released: nbformat.NotebookNode, source: nbformat.NotebookNode,
+               solve: int) -> nbformat.NotebookNode:
+    r"""The released notebook with its first ``solve`` exercises answered by the lesson's solutions."""
+    answered = nbformat.from_dict(released)
+    solutions = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+                 if c.metadata.get("nbgrader", {}).get("solution")}
+    for cell in answered.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if cell.metadata.get("nbgrader", {}).get("solution") and len(solutions) and solve > 0:
+            cell.source = solutions[grade_id]
+            solve -= 1
+    return answered
+
+
+def grade(lesson: str, course: Path) -> dict[str, tuple[float, float]]:
+    write_course([REPO / "notebooks" / f"{lesson}.ipynb"], course)
+    nbgrader(course, "generate_assignment", lesson, "--force")
+    released = nbformat.read(course / "release" / lesson / f"{lesson}.ipynb", as_version=4)
+    source = nbformat.read(course / "source" / lesson / f"{lesson}.ipynb", as_version=4)
+    exercises = sum(1 for c in source.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    students = {"stub": 0, "half": exercises // 2, "solved": exercises}
+    for student, solve in students.items():
+        folder = course / "submitted" / student / lesson
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(submission(released, source, solve), folder / f"{lesson}.ipynb")
+    nbgrader(course, "autograde", lesson, "--force", "--create")
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        return {s: (gradebook.find_submission(lesson, s).score,
+                    gradebook.find_submission(lesson, s).max_score) for s in students}
+
+
+@pytest.mark.parametrize("lesson", GRADED_IN_CI)
+def test_stub_scores_zero_half_scores_between_solved_scores_full(lesson, tmp_path):
+    scores = grade(lesson, tmp_path / "course")
+    stub, half, solved = (scores[s][0] for s in ("stub", "half", "solved"))
+    maximum = scores["solved"][1]
+    assert maximum >= 2 and stub == 0, scores
+    assert 0 < half < maximum, scores
+    assert solved == maximum, scores
+    print(f"{lesson}: stub {stub}/{maximum}, half {half}/{maximum}, solved {solved}/{maximum}")
+
+
+def test_the_course_folder_marks_solutions_and_checks(tmp_path):
+    written = write_course(sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")), tmp_path)
+    assert (tmp_path / "nbgrader_config.py").is_file()
+    for path in written:
+        notebook = nbformat.read(path, as_version=4)
+        marks = [c.metadata["nbgrader"] for c in notebook.cells if "nbgrader" in c.metadata]
+        solutions = [m for m in marks if m["solution"]]
+        checks = [m for m in marks if m["grade"]]
+        assert len(solutions) == len(checks) >= 2 and all(m["points"] == 1 for m in checks), path.name
+        assert all(not c.outputs for c in notebook.cells if c.cell_type == "code")
+        assert "capsedu" not in notebook.metadata and "widgets" not in notebook.metadata
+    shutil.rmtree(tmp_path / "source")
