@@ -63,8 +63,9 @@ _EXTRA: dict[str, type[nn.Module]] = {}
 
 def _course_networks() -> dict[str, type[nn.Module]]:
     from capsedu.nets.capsnet import CapsNet
+    from capsedu.nets.cnn import BaselineCNN
 
-    return {cls.kind: cls for cls in (CapsNet,)}
+    return {cls.kind: cls for cls in (CapsNet, BaselineCNN)}
 
 
 def register_network(cls: type[nn.Module]) -> type[nn.Module]:

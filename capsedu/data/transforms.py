@@ -1,0 +1,107 @@
+r"""Transformed test sets (lesson 08): digits rotated, scaled, sheared, shifted, or all of it at once.
+
+Every image is placed on a 40x40 canvas (6 pixels of zero padding on each side, the size of
+affNIST's images), transformed there with torchvision's ``affine`` (bilinear, about the canvas
+centre), so that the transformation itself cuts nothing; the networks, trained on 28x28 digits,
+then see the central 28x28 crop. ``ink_kept`` tells how much of each transformed digit's ink
+that crop keeps (all of it for moderate transformations; less for large shifts and scales).
+
+* :func:`transform_images` - one transformation for a whole batch;
+* :func:`transformed_set` - a test split under one transformation, as an :class:`MNISTData`;
+* :func:`affnist_like` - every image under its own random affine transformation drawn (seeded)
+  from affNIST's ranges: rotation within ±20°, shear within ±0.2, scale within 0.8-1.2, plus a
+  shift of up to ``max_shift`` pixels. Unlike the real affNIST (Tieleman 2013: 40x40 images,
+  other digits and ranges drawn per axis, not downloadable here), the digits stay on a 28x28
+  crop. A learner with the real affNIST files can evaluate on them the same way: resize or crop
+  them to 28x28 and wrap them in :class:`MNISTData`.
+
+Shape legend:
+    N      images;  C, H, W  channels (1), height and width (28)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torchvision.transforms import InterpolationMode
+from torchvision.transforms import functional as TF
+
+from capsedu.data.mnist import MNISTData
+
+CANVAS = 40
+ROTATIONS = tuple(range(-60, 61, 15))
+LIMITS = {"angle": (-90.0, 90.0), "scale": (0.5, 2.0), "shear": (-0.5, 0.5), "shift": (-8.0, 8.0)}
+
+
+def _check(name: str, value: float) -> float:
+    low, high = LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
+    return float(value)
+
+
+def _canvas(images: torch.Tensor) -> torch.Tensor:
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[-2:] != (28, 28):
+        raise ValueError(f"images must be a (N, C, 28, 28) tensor, got {getattr(images, 'shape', images)}")
+    if len(images) == 0:
+        raise ValueError("images is empty: expected at least one image")
+    pad = (CANVAS - 28) // 2
+    return torch.nn.functional.pad(images, [pad] * 4)  # (N, C, 40, 40)
+
+
+def _crop(canvas: torch.Tensor) -> torch.Tensor:
+    return TF.center_crop(canvas, [28, 28])  # (N, C, 28, 28)
+
+
+def _affine(canvas: torch.Tensor, angle: float, scale: float, shear: float,
+            shift: tuple[float, float]) -> torch.Tensor:
+    r"""torchvision's affine; ``angle`` anticlockwise as in ``TF.rotate`` (``affine`` turns clockwise)."""
+    shear_degrees = math.degrees(math.atan(shear))  # a shear factor as torchvision's angle
+    return TF.affine(canvas, angle=-angle, translate=[int(round(shift[0])), int(round(shift[1]))],
+                     scale=scale, shear=[shear_degrees, 0.0], interpolation=InterpolationMode.BILINEAR)
+
+
+def transform_images(images: torch.Tensor, *, angle: float = 0.0, scale: float = 1.0,
+                     shear: float = 0.0, shift: tuple[float, float] = (0.0, 0.0),
+                     return_ink_kept: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    r"""``images`` (N, C, 28, 28) rotated by ``angle`` degrees (anticlockwise), scaled, sheared
+    (x by ``shear`` times y) and shifted by ``shift`` = (dx, dy) pixels (right, down): (N, C, 28, 28).
+
+    With ``return_ink_kept`` also the share of each transformed digit's ink inside the crop (N,).
+    """
+    args = (_check("angle", angle), _check("scale", scale), _check("shear", shear),
+            (_check("shift", shift[0]), _check("shift", shift[1])))
+    moved = _affine(_canvas(images), *args).clamp_(0, 1)  # (N, C, 40, 40)
+    cropped = _crop(moved)  # (N, C, 28, 28)
+    if not return_ink_kept:
+        return cropped
+    return cropped, cropped.sum(dim=(1, 2, 3)) / moved.sum(dim=(1, 2, 3)).clamp_min(1e-6)
+
+
+def transformed_set(data: MNISTData, **transformation: float) -> MNISTData:
+    r"""``data`` under one transformation (keywords of :func:`transform_images`), same labels."""
+    if not isinstance(data, MNISTData):
+        raise TypeError(f"data must be an MNISTData (capsedu.load_mnist), got {type(data).__name__}")
+    described = ", ".join(f"{k}={v}" for k, v in transformation.items()) or "unchanged"
+    return MNISTData(transform_images(data.images, **transformation), data.labels,
+                     f"{data.source}, {described}")
+
+
+def affnist_like(data: MNISTData, *, seed: int = 0, max_shift: int = 2) -> MNISTData:
+    r"""Every image of ``data`` under its own affine transformation from affNIST's ranges (seeded):
+    rotation U(-20°, 20°), shear U(-0.2, 0.2), scale U(0.8, 1.2), shift of up to ``max_shift`` px."""
+    if not isinstance(data, MNISTData):
+        raise TypeError(f"data must be an MNISTData (capsedu.load_mnist), got {type(data).__name__}")
+    _check("shift", max_shift)
+    canvas = _canvas(data.images)  # (N, C, 40, 40)
+    generator = torch.Generator().manual_seed(seed)
+    n = len(data)
+    angle = torch.empty(n).uniform_(-20, 20, generator=generator)
+    shear = torch.empty(n).uniform_(-0.2, 0.2, generator=generator)
+    scale = torch.empty(n).uniform_(0.8, 1.2, generator=generator)
+    shifts = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=generator)
+    out = torch.stack([_affine(canvas[k], float(angle[k]), float(scale[k]), float(shear[k]),
+                               tuple(shifts[k].tolist())) for k in range(n)])
+    return MNISTData(_crop(out.clamp_(0, 1)), data.labels,
+                     f"{data.source}, affNIST-like (seed {seed})")
