@@ -23,13 +23,14 @@ from capsedu.data.mnist import (
     random_shift,
 )
 from capsedu.nets.capsnet import CapsNet, CapsNetConfig, CapsNetOutput, capsnet_loss, mask_capsules
+from capsedu.nets.cnn import BaselineCNN, CNNConfig
 from capsedu.nets.losses import margin_loss, reconstruction_loss
 from capsedu.nets.primary import PrimaryCaps
 from capsedu.nets.registry import Loss, NetworkConfig, register_network
 from capsedu.nets.routing import DigitCaps, dynamic_routing
 from capsedu.nets.squash import squash
 from capsedu.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from capsedu.training.loop import evaluate, fit
+from capsedu.training.loop import evaluate, fit, predict
 from capsedu.training.runtime import (
     choose,
     default_device,
@@ -43,11 +44,11 @@ from capsedu.zoo.shipped import pretrained, pretrained_metrics
 __version__ = "0.2.0"
 
 __all__ = [
-    "CapsNet", "CapsNetConfig", "CapsNetOutput", "CheckpointError", "DataFileError", "DigitCaps",
+    "BaselineCNN", "CNNConfig", "CapsNet", "CapsNetConfig", "CapsNetOutput", "CheckpointError", "DataFileError", "DigitCaps",
     "Loss", "MNISTData", "NetworkConfig", "PrimaryCaps", "capsnet_loss", "choose",
     "default_device", "deterministic_algorithms", "dynamic_routing",
     "eval_mode", "evaluate", "fast_profile", "fit", "learner_subset", "load_checkpoint",
-    "load_mnist", "load_offline", "margin_loss", "mask_capsules", "pretrained",
+    "load_mnist", "load_offline", "margin_loss", "mask_capsules", "predict", "pretrained",
     "pretrained_metrics", "random_shift", "reconstruction_loss", "register_network",
     "save_checkpoint", "set_seed", "squash",
 ]

@@ -36,6 +36,9 @@ class ToyNet(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.layers(images)
 
+    def class_scores(self, images: torch.Tensor) -> torch.Tensor:
+        return self(images).softmax(dim=1)
+
     def loss(self, images: torch.Tensor, labels: torch.Tensor) -> Loss:
         logits = self(images)
         return Loss(nn.functional.cross_entropy(logits, labels), (logits.argmax(1) == labels).sum())
@@ -69,6 +72,9 @@ def test_toy_network_trains_saves_and_loads(toy_kind, offline, tmp_path):
     assert isinstance(loaded, ToyNet) and info["kind"] == "toy-mlp"
     assert loaded.config == ToyConfig(hidden=48)  # the tuple field survives the round trip
     torch.testing.assert_close(loaded(test.images[:5]), model.eval()(test.images[:5]))
+    predicted = capsedu.predict(loaded, test.images, batch_size=128)  # batches of 128, 128, ..., 104
+    assert predicted.shape == (len(test),) and predicted.dtype == torch.long
+    assert float((predicted == test.labels).float().mean()) == pytest.approx(accuracy, abs=1e-6)
     with pytest.raises(CheckpointError, match="was saved with a different config - hidden"):
         load_checkpoint(path, expected_config=ToyConfig(hidden=16))
     with pytest.raises(CheckpointError, match="expected_config is a CapsNetConfig"):
@@ -98,6 +104,8 @@ def test_an_unknown_kind_and_a_bad_registration_are_named(toy_kind, tmp_path):
         load_checkpoint(path)
     with pytest.raises(TypeError, match="model must be a capsedu network"):
         fit(ToyNet(), [], epochs=1)
+    with pytest.raises(TypeError, match="model must be a capsedu network"):
+        capsedu.predict(nn.Linear(784, 10), torch.zeros(2, 1, 28, 28))
     with pytest.raises(TypeError, match="kind"):
         capsedu.register_network(nn.Linear)
     with pytest.raises(ValueError, match="kind 'capsnet' is taken"):

@@ -79,6 +79,6 @@ def test_shipped_accuracy_is_what_the_weights_really_score(shared_data, name):
     """Re-measure the recorded accuracy on the whole official test split."""
     test = load_mnist("test", root=shared_data, download=False, verbose=False)
     assert len(test) == 10_000
-    loader = torch.utils.data.DataLoader(test, batch_size=1000)
+    loader = torch.utils.data.DataLoader(test, batch_size=200)
     accuracy = capsedu.evaluate(pretrained(name), loader)["accuracy"]
     assert accuracy == pytest.approx(pretrained_metrics(name)["test_accuracy"], abs=1e-4)

@@ -25,7 +25,7 @@ import nbformat
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("write your solution here, then run the check below")'
-LESSONS = Path(__file__).resolve().parents[1] / "notebooks"
+LESSONS = Path(__file__).resolve().parents[2] / "notebooks"  # the repository's notebooks/
 
 
 def strip_solutions(source: str) -> str:

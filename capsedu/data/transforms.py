@@ -1,10 +1,12 @@
 r"""Transformed test sets (lesson 08): digits rotated, scaled, sheared, shifted, or all of it at once.
 
 Every image is placed on a 40x40 canvas (6 pixels of zero padding on each side, the size of
-affNIST's images), transformed there with torchvision's ``affine`` (bilinear, about the canvas
-centre), so that the transformation itself cuts nothing; the networks, trained on 28x28 digits,
-then see the central 28x28 crop. ``ink_kept`` tells how much of each transformed digit's ink
-that crop keeps (all of it for moderate transformations; less for large shifts and scales).
+affNIST's images) and transformed there with torchvision's ``affine`` (bilinear, about the
+centre); the networks, trained on 28x28 digits, see the central 28x28 crop. The crop is exactly
+the image a transformation of the 28x28 digit itself would give (outside the digit both are
+zero); the canvas is there to measure what the crop loses: ``ink_kept``, the share of each
+transformed digit's ink inside the 28x28 frame (all of it for moderate rotations, less for
+large shifts and scales).
 
 * :func:`transform_images` - one transformation for a whole batch;
 * :func:`transformed_set` - a test split under one transformation, as an :class:`MNISTData`;

@@ -162,6 +162,10 @@ class CapsNet(nn.Module):
         reconstruction = self.decode(v, y)  # (B, C, H, W)
         return CapsNetOutput(v, lengths, reconstruction, c if return_couplings else None)
 
+    def class_scores(self, x: torch.Tensor) -> torch.Tensor:
+        r"""Images (B, C, H, W) -> the digit capsules' lengths (B, J), each in [0, 1)."""
+        return self.digits(self.encode(x))[0].norm(dim=-1)  # (B, J)
+
     def loss(self, images: torch.Tensor, labels: torch.Tensor) -> Loss:
         r"""Margin loss + ``config.recon_weight`` x reconstruction loss, and the number right."""
         value, lengths = capsnet_loss(self, images, labels, self.config.recon_weight)

@@ -111,6 +111,10 @@ class BaselineCNN(nn.Module):
         logits = self(x)
         return torch.sigmoid(logits) if self.config.multi_label else torch.softmax(logits, dim=1)
 
+    def class_scores(self, x: torch.Tensor) -> torch.Tensor:
+        r"""Images (B, C, H, W) -> class probabilities (B, J), as :meth:`probabilities`."""
+        return self.probabilities(x)
+
     def loss(self, images: torch.Tensor, targets: torch.Tensor) -> Loss:
         r"""Cross-entropy with class indices (B,); binary cross-entropy with multi-hot (B, J) targets
         when ``multi_label``, where an image is right when its top classes are exactly its labels."""

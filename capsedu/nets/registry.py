@@ -1,16 +1,18 @@
 r"""Network kinds: what every network of capsedu offers, so that one loop trains, saves and ships it.
 
-A capsedu network is an ``nn.Module`` with three things:
+A capsedu network is an ``nn.Module`` with these things:
 
 * ``kind`` - a class attribute, the name that checkpoints and shipped-network JSONs record;
 * ``config_class`` - a frozen dataclass built on :class:`NetworkConfig`; an instance of it is the
   constructor's one argument and the network's ``config`` attribute, stored in checkpoints as
   plain ints, floats, strings and lists (safe for ``weights_only=True``);
 * ``loss(images, targets) -> Loss`` - its training objective for one batch and how many of the
-  batch's images it got right (the network knows what "right" means for its targets).
+  batch's images it got right (the network knows what "right" means for its targets);
+* ``class_scores(images) -> (B, J)`` - one score per class, largest for the prediction (capsule
+  lengths for a CapsNet, probabilities for a CNN), which :func:`capsedu.predict` uses.
 
-:func:`capsedu.fit`, :func:`capsedu.save_checkpoint` / :func:`capsedu.load_checkpoint` and
-:func:`capsedu.pretrained` use nothing else. The course's networks are listed in
+:func:`capsedu.fit`, :func:`capsedu.predict`, :func:`capsedu.save_checkpoint` /
+:func:`capsedu.load_checkpoint` and :func:`capsedu.pretrained` use nothing else. The course's networks are listed in
 :func:`network_class`; :func:`register_network` adds another kind (a learner's own network, a
 test's toy network).
 

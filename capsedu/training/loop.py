@@ -1,4 +1,4 @@
-r"""One training loop for every capsedu network: :func:`fit` and :func:`evaluate`.
+r"""One training loop for every capsedu network: :func:`fit`, :func:`evaluate` and :func:`predict`.
 
 The loop asks the network for its loss, ``model.loss(images, targets) -> Loss(value, correct)``
 (:mod:`capsedu.nets.registry`), or uses the ``loss_fn`` it is given; it knows nothing else about
@@ -100,8 +100,8 @@ def evaluate(model: torch.nn.Module, loader: Iterable[Batch], *,
     loss_fn = loss_fn or _model_loss
     if loss_fn is _model_loss:
         check_network(model)
-    with eval_mode(model), tqdm(total=_length(loader), desc="evaluate", disable=not progress,
-                                leave=False) as bar:
+    with eval_mode(model), torch.no_grad(), tqdm(total=_length(loader), desc="evaluate",
+                                                 disable=not progress, leave=False) as bar:
         return _run_epoch(model, loader, torch.device(device), loss_fn, bar)
 
 
@@ -183,3 +183,19 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         if on_epoch_end is not None and on_epoch_end(epoch, history):
             break
     return history
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, images: torch.Tensor, *, batch_size: int = 100,
+            device: str | torch.device = "cpu") -> torch.Tensor:
+    r"""Predicted classes (N,) of ``images`` (N, C, H, W): the argmax of ``model.class_scores``
+    (capsule lengths for a CapsNet, probabilities for a CNN), in eval mode; the mode is restored."""
+    check_network(model)
+    require_int("batch_size", batch_size, minimum=1)
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or len(images) == 0:
+        raise ValueError(f"images must be a non-empty (N, C, H, W) tensor, got "
+                         f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
+    device = torch.device(device)
+    with eval_mode(model), torch.inference_mode():
+        return torch.cat([model.class_scores(batch.to(device)).argmax(dim=1).cpu()
+                          for batch in images.split(batch_size)])  # (N,)

@@ -1,4 +1,4 @@
-r"""Train a shipped network from its recipe: ``python -m capsedu.zoo.train NAME``.
+r"""Train shipped networks from their recipes: ``python -m capsedu.zoo.train NAME [NAME...]|all``.
 
 Every shipped network (:mod:`capsedu.zoo.shipped`) has a :class:`Recipe` in :data:`RECIPES`: its
 kind and config, its data, and how it is trained (:func:`capsedu.fit` with Adam and a one-cycle
@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader
 
 from capsedu.data.mnist import MNISTData, load_mnist, load_offline, random_shift
 from capsedu.nets.capsnet import CapsNetConfig
+from capsedu.nets.cnn import CNNConfig
 from capsedu.nets.registry import build_network
 from capsedu.training.checkpoint import load_checkpoint, save_checkpoint
 from capsedu.training.loop import EpochCallback, evaluate, fit
@@ -56,6 +57,8 @@ class Recipe:
 
 RECIPES: dict[str, Recipe] = {
     "capsnet": Recipe(kind="capsnet", config=CapsNetConfig.cpu().to_dict()),
+    # lesson 08's baseline: the same data, augmentation, epochs and optimiser as the CapsNet
+    "cnn": Recipe(kind="cnn", config=CNNConfig.cpu().to_dict()),
 }
 
 
@@ -165,27 +168,33 @@ def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHT
     return metrics
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
     parser = argparse.ArgumentParser(prog="python -m capsedu.zoo.train",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("name", choices=sorted(RECIPES), help="the shipped network to train")
+    parser.add_argument("names", nargs="+", choices=[*sorted(RECIPES), "all"],
+                        help="the shipped networks to train, or 'all' (one after the other)")
     parser.add_argument("--out-dir", type=Path, default=WEIGHTS_DIR,
                         help="folder for NAME.pt and NAME.json (default: capsedu/zoo/weights)")
     parser.add_argument("--data-root", type=Path, default=None,
                         help="MNIST data root for the test split (default: $CAPSEDU_DATA)")
-    parser.add_argument("--epochs", type=int, default=None, help="override the recipe's epochs")
-    parser.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
+    parser.add_argument("--epochs", type=int, default=None, help="override the recipes' epochs")
+    parser.add_argument("--seed", type=int, default=None, help="override the recipes' seed")
     parser.add_argument("--test-from-epoch", type=int, default=None,
                         help="test after every epoch from this one on (time to 98.0/98.5 %%)")
     parser.add_argument("--float32", action="store_true", help="store float32 instead of float16")
     args = parser.parse_args(argv)
+    names = sorted(RECIPES) if "all" in args.names else list(dict.fromkeys(args.names))
     overrides = {k: v for k, v in (("epochs", args.epochs), ("seed", args.seed)) if v is not None}
-    recipe = dataclasses.replace(RECIPES[args.name], **overrides)
-    metrics = train_shipped(args.name, recipe, args.out_dir, data_root=args.data_root,
-                            half=not args.float32, test_from_epoch=args.test_from_epoch,
-                            report=print)
-    print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
-    return metrics
+    results = {}
+    for name in names:
+        recipe = dataclasses.replace(RECIPES[name], **overrides)
+        print(f"== {name}: {recipe}")
+        metrics = train_shipped(name, recipe, args.out_dir, data_root=args.data_root,
+                                half=not args.float32, test_from_epoch=args.test_from_epoch,
+                                report=print)
+        print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
+        results[name] = metrics
+    return results
 
 
 if __name__ == "__main__":
