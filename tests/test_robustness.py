@@ -1,0 +1,163 @@
+"""Lesson 08's pieces: predict, the transform explorer, equivariance probes and the exercise checks."""
+
+import pytest
+import torch
+from torchvision.transforms import InterpolationMode
+from torchvision.transforms import functional as TF
+
+import capsedu
+from capsedu.course.checks import robustness as checks
+from capsedu.data.transforms import transform_images
+from capsedu.explore.equivariance import (
+    capsule_trajectory,
+    feature_trajectory,
+    projection_2d,
+    smoothness,
+)
+from capsedu.nets.cnn import BaselineCNN, CNNConfig
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    capsedu.set_seed(0)
+    return BaselineCNN(CNNConfig.cpu()).eval()
+
+
+@pytest.fixture(scope="module")
+def digits():
+    generator = torch.Generator().manual_seed(3)
+    images = torch.rand(6, 1, 28, 28, generator=generator) * (torch.rand(6, 1, 28, 28, generator=generator) > 0.7)
+    return capsedu.MNISTData(images, torch.tensor([0, 1, 2, 3, 4, 5]), "random sparse images")
+
+
+def test_predict_is_the_argmax_of_each_networks_class_scores(model, cnn, digits):
+    model.train()
+    predicted = capsedu.predict(model, digits.images, batch_size=4)
+    assert model.training, "predict must leave the model's mode as it found it"
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(predicted, model(digits.images).lengths.argmax(dim=1))
+        assert torch.equal(capsedu.predict(cnn, digits.images), cnn(digits.images).argmax(dim=1))
+        torch.testing.assert_close(model.class_scores(digits.images), model(digits.images).lengths)
+    with pytest.raises(ValueError, match="images must be a non-empty"):
+        capsedu.predict(cnn, digits.images[:0])
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        capsedu.predict(cnn, digits.images, batch_size=0)
+
+
+def test_capsule_trajectory_follows_one_capsule_through_the_rotation(model, digits):
+    angles = [-10.0, 0.0, 10.0, 20.0]
+    path = capsule_trajectory(model, digits.images[0], 3, angles=angles)
+    assert path.poses.shape == (4, 16) and path.lengths.shape == (4, 10)
+    assert path.reconstructions.shape == (4, 28, 28) and path.images.shape == (4, 1, 28, 28)
+    with torch.no_grad():
+        out = model(transform_images(digits.images[:1], angle=20.0))
+    torch.testing.assert_close(path.poses[3], out.capsules[0, 3])
+    torch.testing.assert_close(path.lengths[1], model(digits.images[:1]).lengths[0].detach())
+    shifted = capsule_trajectory(model, digits.images[0], 3, shifts=[(0, 0), (2, 1)])
+    torch.testing.assert_close(shifted.images[1], transform_images(digits.images[:1], shift=(2.0, 1.0))[0])
+    with pytest.raises(ValueError, match="exactly one of angles"):
+        capsule_trajectory(model, digits.images[0], 3)
+    with pytest.raises(ValueError, match="angle must be a number in"):
+        capsule_trajectory(model, digits.images[0], 3, angles=[120.0])
+    with pytest.raises(TypeError, match="model must be a capsedu.CapsNet"):
+        capsule_trajectory(BaselineCNN(), digits.images[0], 3, angles=angles)
+
+
+def test_feature_trajectory_and_path_measures(cnn, digits):
+    features, probabilities = feature_trajectory(cnn, digits.images[1], angles=[0.0, 5.0, 10.0])
+    assert features.shape == (3, 96) and torch.allclose(probabilities.sum(dim=1), torch.ones(3))
+    with pytest.raises(TypeError, match="model must be a capsedu BaselineCNN"):
+        feature_trajectory(capsedu.CapsNet(capsedu.CapsNetConfig.cpu()), digits.images[1], angles=[0.0])
+    line = torch.linspace(0, 1, 11)[:, None] * torch.tensor([[3.0, 4.0, 0.0]])  # evenly spaced
+    assert smoothness(line) == pytest.approx(0.1)
+    jump = torch.cat([torch.zeros(5, 3), torch.ones(5, 3)])  # stays, then jumps once
+    assert smoothness(jump) == pytest.approx(1.0)
+    flat = projection_2d(line)
+    assert flat.shape == (11, 2) and flat[:, 1].abs().max() < 1e-5  # a line has one direction
+    assert (flat[:, 0] - flat[0, 0]).abs().tolist() == pytest.approx((5 * torch.linspace(0, 1, 11)).tolist(), abs=1e-5)
+    with pytest.raises(ValueError, match="path must be"):
+        smoothness(torch.zeros(1, 3))
+
+
+def test_transform_explorer_shows_both_networks_on_the_transformed_digit(model, cnn, digits):
+    pytest.importorskip("ipywidgets")
+    from capsedu.explore.transform_explorer import transform_explorer, transform_strip
+
+    cnn.train()
+    ex = transform_explorer(model, cnn, digits, index=2)
+    assert cnn.training, "the explorer must leave the CNN's mode as it found it"
+    cnn.eval()
+    redraws, before = ex.redraws, ex.view.value
+    ex.angle.value = 30
+    ex.dx.value = 3
+    assert ex.redraws == redraws + 2 and ex.view.value != before
+    shown = transform_images(digits.images[2:3], angle=30.0, shift=(3.0, 0.0))
+    torch.testing.assert_close(torch.as_tensor(ex.panel.digit.get_array()).float(), shown[0, 0])
+    with torch.no_grad():
+        torch.testing.assert_close(ex.scores[0], model(shown).lengths[0])
+        torch.testing.assert_close(ex.scores[1], cnn.probabilities(shown)[0])
+    heights = torch.tensor([bar.get_height() for bar in ex.panel.cnn_bars])
+    torch.testing.assert_close(heights, ex.scores[1], atol=1e-6, rtol=0)
+    assert ex.panel.marker.get_x() == pytest.approx(1.5)  # the true class, 2, is shaded
+    redraws = ex.redraws
+    ex.reset_button.click()
+    assert (ex.angle.value, ex.dx.value, ex.dy.value) == (0, 0, 0) and ex.redraws == redraws + 1
+    with pytest.raises(TypeError, match="cnn must be a capsedu.BaselineCNN"):
+        transform_explorer(model, model, digits)
+    figure = transform_strip(model, cnn, digits.images[0], 0, [-30.0, 0.0, 30.0])
+    assert len(figure.subfigs[0].axes) == 6
+
+
+def test_check_rotate_digits_passes_the_solution_and_names_mistakes(capsys):
+    def solution(images, angle):
+        return TF.rotate(images, angle, InterpolationMode.BILINEAR)
+
+    assert checks.check_rotate_digits(solution)
+    assert not checks.check_rotate_digits(lambda images, angle: solution(images, -angle))
+    assert "clockwise" in capsys.readouterr().out
+    assert not checks.check_rotate_digits(lambda images, angle: TF.rotate(images, angle))
+    assert "BILINEAR" in capsys.readouterr().out
+    assert not checks.check_rotate_digits(lambda images, angle: TF.rotate(images, angle, expand=True))
+    assert "28x28 frame" in capsys.readouterr().out
+
+    def stub(images, angle):
+        raise NotImplementedError
+
+    assert not checks.check_rotate_digits(stub)
+    assert "not written yet" in capsys.readouterr().out
+
+
+def test_check_accuracy_per_angle(cnn, digits, capsys):
+    def solution(model, data, angles):
+        return checks.reference_accuracy_per_angle(model, data, angles)
+
+    assert checks.check_accuracy_per_angle(solution, cnn, digits)
+    assert not checks.check_accuracy_per_angle(lambda m, d, a: 100 * solution(m, d, a), cnn, digits)
+    assert "percentages" in capsys.readouterr().out
+    assert not checks.check_accuracy_per_angle(lambda m, d, a: solution(m, d, a)[:2], cnn, digits)
+    assert "one accuracy per angle" in capsys.readouterr().out
+    assert not checks.check_accuracy_per_angle(lambda m, d, a: solution(m, d, [0.0] * len(a)) + 0.5,
+                                               cnn, digits)
+
+
+def test_check_crossings(capsys):
+    assert checks.reference_crossings([0, 10, 20], [0.9, 0.8, 0.7], [0.5, 0.6, 0.8]) == [pytest.approx(50 / 3)]
+    assert checks.check_crossings(checks.reference_crossings)
+    assert not checks.check_crossings(lambda angles, first, second: [])
+    assert "crossing twice" in capsys.readouterr().out
+
+    def both_sides(angles, first, second):  # counts an exact meeting twice
+        found = checks.reference_crossings(angles, first, second)
+        gap = [a - b for a, b in zip(first, second)]
+        return found + [float(a) for a, g in zip(angles, gap) if g == 0]
+
+    assert not checks.check_crossings(both_sides)
+    assert "counts once" in capsys.readouterr().out
+
+    def midpoint(angles, first, second):  # no interpolation
+        gap = [a - b for a, b in zip(first, second)]
+        return [(angles[k] + angles[k + 1]) / 2 for k in range(len(gap) - 1) if gap[k] * gap[k + 1] < 0]
+
+    assert not checks.check_crossings(midpoint)
+    assert "interpolate" in capsys.readouterr().out
