@@ -1,0 +1,575 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 08 — CapsNet against a CNN: transformed digits and equivariance
+#
+# Lesson 00 promised that capsules keep the *pose* of what they detect where a CNN's pooling
+# throws it away, and that this should help a CapsNet recognise digits in poses it never saw.
+# Section 5.2 of Sabour et al. (2017) tests it: trained only on shifted MNIST digits, their
+# CapsNet reached **79 %** on affNIST (affine-transformed MNIST digits) against **66 %** for a CNN
+# that was as accurate on the clean test set (99.23 % against 99.22 %). Re-implementations do
+# not always reproduce that gap. In this lesson you measure it yourself, on the two networks
+# shipped with the course — a CapsNet and a CNN of the same size, trained by the same recipe —
+# and then look at *how* each network's internal representation moves when a digit turns.
+# Whatever the numbers say, the lesson reports them as they are.
+
+# %% [markdown]
+# ## Learning objectives
+#
+# After this lesson you can
+#
+# - describe the **baseline CNN** (convolutions, max-pooling, fully connected layers, dropout,
+#   softmax) and why a fair comparison needs the same size, data and training recipe;
+# - build **transformed test sets** with torchvision — rotated, scaled, sheared, shifted, and an
+#   affNIST-like set — and say how they differ from the real affNIST;
+# - measure and plot **accuracy per transformation** for both networks, and read the result
+#   against the paper's, knowing which protocol differs;
+# - test **equivariance** on trained networks: follow the winning capsule's pose vector, its
+#   length and its reconstruction while a digit turns, and compare with the CNN's features;
+# - use the **transform explorer** (`capsedu.explore.transform_explorer`).
+#
+# ## Prerequisites and time
+#
+# Lessons 00 (pose and pooling), 05 (the decoder), 06 (training, the shipped recipe) and 07
+# (exploring capsules). About 45 minutes, of which the computations take under 3 minutes on two
+# CPU cores: both networks are shipped (`capsedu.pretrained("capsnet")`, `capsedu.pretrained("cnn")`),
+# so nothing is trained here. The full table over all 10,000 test images comes from
+# `benchmarks/robustness.py`; the lesson re-measures part of it live.
+
+# %%
+# %matplotlib inline
+import matplotlib.pyplot as plt
+import torch
+from torchvision.transforms import InterpolationMode
+from torchvision.transforms import functional as TF
+
+import capsedu
+from capsedu.course.checks.robustness import (check_accuracy_per_angle, check_crossings,
+                                              check_rotate_digits)
+from capsedu.data.transforms import ROTATIONS, transform_images
+from capsedu.explore.equivariance import (capsule_trajectory, feature_trajectory, projection_2d,
+                                          smoothness)
+from capsedu.explore.figures import image_rows
+from capsedu.explore.transform_explorer import transform_explorer, transform_strip
+from capsedu.zoo.shipped import study
+from capsedu.zoo.train import RECIPES
+
+# %%
+capsedu.set_seed(0)
+capsnet = capsedu.pretrained("capsnet")  # the default: capsedu.pretrained() is the same network
+cnn = capsedu.pretrained("cnn")
+networks = {"CapsNet": capsnet, "CNN": cnn}
+for name, key in (("CapsNet", "capsnet"), ("CNN", "cnn")):
+    metrics = capsedu.pretrained_metrics(key)
+    parameters = sum(p.numel() for p in networks[name].parameters())
+    print(f"{name:8s} {parameters:>10,} parameters, {metrics['test_accuracy']:.2%} on the "
+          f"{metrics['test_data']['images']:,}-image test split when it was trained")
+
+test = capsedu.load_mnist("test")
+n_live = capsedu.choose(learner=2000, fast=200)  # test images for the live measurements
+live = test.subset(min(n_live, len(test)), seed=0)  # class-balanced, seeded
+
+# %% [markdown]
+# ## Build it
+#
+# ### A CNN in the paper's style, of the CapsNet's size
+#
+# The paper's baseline is "a standard CNN with three convolutional layers of 256, 256, 128
+# channels. Each has 5x5 kernels and stride of 1. The last convolutional layers are followed by
+# two fully connected layers of size 328, 192. The last fully connected layer is connected with
+# dropout to a 10 class softmax layer with cross entropy loss" — 35.4 M parameters against the
+# CapsNet's 8.2 M (`capsedu.CNNConfig.paper()` builds it). That count implies no pooling: the
+# first fully connected layer alone holds 28 · 28 · 128 · 328 = 32.9 M weights. The course's CNN
+# keeps the structure but adds 2 × 2 max-pooling after the first two convolutions, which is how it
+# fits the shipped CPU CapsNet's size: within 10 % of its parameters **including its decoder**,
+# so that neither network wins by being bigger. (Pooling also makes a CNN more tolerant of small
+# shifts — keep that in mind when you read the results.) Both were trained by the same recipe — the same 4,000 images, the same two-pixel random
+# shifts, the same 30 epochs of Adam with a one-cycle learning rate; only the network differs:
+
+# %%
+print(cnn)
+for name, recipe in RECIPES.items():
+    same = {k: v for k, v in vars(recipe).items() if k not in ("kind", "config")}
+    print(f"{name}: {same}")
+
+# %% [markdown]
+# Where the parameters are: the CapsNet spends most of its on the decoder, which only helps
+# training (and draws reconstructions); the CNN spends most of its on the first fully connected
+# layer.
+
+# %%
+def parameters_by_part(model: torch.nn.Module) -> dict[str, int]:
+    """Parameter counts per top-level child module."""
+    return {name: sum(p.numel() for p in child.parameters()) for name, child in model.named_children()}
+
+
+for name, model in networks.items():
+    parts = parameters_by_part(model)
+    print(f"{name}: " + ", ".join(f"{part} {count:,}" for part, count in parts.items()))
+
+# %% [markdown]
+# Both shipped networks were tested on the official test split after every epoch of their
+# training (`python -m capsedu.zoo.train all --test-from-epoch 1`): the histories are in their
+# metrics.
+
+# %%
+fig, ax = plt.subplots(figsize=(6.4, 3.2))
+for (name, key), style in zip((("CapsNet", "capsnet"), ("CNN", "cnn")), ("o-", "s--")):
+    history = capsedu.pretrained_metrics(key)["history"]
+    ax.plot(history["epoch"], [100 * a for a in history["test_accuracy"]], style, ms=3, label=name)
+    below = [f"{a:.1%}" for a in history["test_accuracy"] if a < 0.9]
+    print(f"{name}: first epochs below the frame (under 90 %): {', '.join(below) or 'none'}")
+ax.set(xlabel="epoch", ylabel="test accuracy (%)", ylim=(90, 100),
+       title="Test accuracy during training (same recipe, same images)")
+ax.legend()
+ax.grid(alpha=0.3)
+plt.show()
+
+# %% [markdown]
+# ### Turning a digit
+#
+# `torchvision.transforms.functional.rotate` turns an image about its centre, anticlockwise for a
+# positive angle, sampling the source pixels bilinearly. The image keeps its 28 × 28 frame, so a
+# large rotation can push the ends of a stroke out of it. `capsedu.data.transforms` therefore
+# works on a 40 × 40 canvas (six pixels of padding on each side, affNIST's size): the networks
+# see its central 28 × 28 — exactly what rotating the 28 × 28 image would give — and the canvas
+# tells how much of the digit's ink that frame keeps.
+
+# %%
+digit = test.images[:1]  # (1, 1, 28, 28), a 7
+turned = torch.cat([TF.rotate(digit, float(a), InterpolationMode.BILINEAR) for a in ROTATIONS])
+image_rows({"rotated": turned}, column_titles=[f"{a:+d}°" for a in ROTATIONS],
+           title="One test digit, rotated by hand")
+
+# %% [markdown]
+# ## Check it
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for angle, mine in zip(ROTATIONS, turned):
+    torch.testing.assert_close(mine[None], transform_images(digit, angle=float(angle)), atol=1e-5,
+                               rtol=0)
+_, kept = zip(*(transform_images(digit, angle=float(a), return_ink_kept=True) for a in ROTATIONS))
+print("hand-made rotations equal capsedu's transform_images ✅; ink kept in the frame: "
+      + " ".join(f"{float(k):.0%}" for k in kept))
+
+# %% [markdown]
+# ## Use capsedu
+#
+# ### Accuracy against the rotation angle, live
+#
+# `capsedu.predict(model, images)` returns the predicted classes of any capsedu network: the
+# longest capsule for the CapsNet, the most probable class for the CNN. On a class-balanced,
+# seeded sample of the test split:
+
+# %%
+live_accuracy = {name: [] for name in networks}
+for angle in ROTATIONS:
+    rotated = transform_images(live.images, angle=float(angle))
+    for name, model in networks.items():
+        live_accuracy[name].append(float((capsedu.predict(model, rotated) == live.labels).float().mean()))
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
+for (name, values), style in zip(live_accuracy.items(), ("o-", "s--")):
+    ax.plot(ROTATIONS, [100 * v for v in values], style, label=name)
+ax.set(xlabel="rotation (degrees, anticlockwise)", ylabel="accuracy (%)", ylim=(0, 100),
+       title=f"Rotated test digits ({len(live):,} images, measured now)")
+ax.legend()
+ax.grid(alpha=0.3)
+plt.show()
+print("angle    " + " ".join(f"{a:+6d}" for a in ROTATIONS))
+for name, values in live_accuracy.items():
+    print(f"{name:8s} " + " ".join(f"{100 * v:6.1f}" for v in values))
+
+# %% [markdown]
+# Both networks lose accuracy fast beyond ±15°: at −45° and +45° the CapsNet keeps 38.9 % and
+# 56.7 % of these 2,000 digits, the CNN 44.4 % and 61.4 %. On this sample the CNN is ahead or level
+# at every angle but 0° (98.8 % against 99.1 %), and both networks do worse on clockwise
+# (negative) turns than on anticlockwise ones.
+#
+# ### The whole table: every transformation, every test image
+#
+# `benchmarks/robustness.py` measured both networks on all test images under every
+# transformation — rotation, scale (about the centre), horizontal shear, shifts beyond the two
+# training pixels — and on an **affNIST-like** set: every test image under its own random affine
+# transformation drawn from affNIST's ranges (rotation ±20°, shear ±0.2, scale 0.8–1.2) plus a
+# shift of up to two pixels (`capsedu.data.transforms.affnist_like`, seeded). It differs from the
+# real affNIST: affNIST's images are 40 × 40 and its digits can sit anywhere on that canvas,
+# while ours stay in the 28 × 28 frame the networks were trained on. (With real affNIST files you
+# would crop or resize them to 28 × 28, wrap them in `capsedu.MNISTData` and call
+# `capsedu.predict` the same way.)
+
+# %%
+robustness = study("robustness")
+table = robustness["table"]
+print(f"{robustness['test_data']['images']:,} test images ({robustness['test_data']['source']})")
+print(f"{'':24s} {'CapsNet':>8s} {'CNN':>8s} {'ink kept':>9s}")
+for name, row in table.items():
+    kept_text = f"{row['ink_kept']:9.1%}" if row["ink_kept"] is not None else ""
+    print(f"{name:24s} {row['capsnet']:8.2%} {row['cnn']:8.2%} {kept_text}")
+
+
+# %%
+def family(kind: str, identity: float) -> tuple[list[float], list[float], list[float]]:
+    """Values of one family of transformations (with the clean test at ``identity``) and both
+    networks' accuracies (%) at each, sorted by value."""
+    rows = [(row["value"], row) for row in table.values() if row["family"] == kind]
+    if identity not in [value for value, _ in rows]:
+        rows.append((identity, table["clean"]))
+    rows.sort(key=lambda item: item[0])
+    return ([x for x, _ in rows], [100 * r["capsnet"] for _, r in rows], [100 * r["cnn"] for _, r in rows])
+
+
+families = {"rotation (degrees)": family("rotation", 0.0), "scale": family("scale", 1.0),
+            "shear (x += shear · y)": family("shear", 0.0),
+            "shift right (pixels)": family("shift right", 0.0),
+            "shift right and down (pixels)": family("shift diagonal", 0.0)}
+fig, axes = plt.subplots(1, 6, figsize=(18, 3.4), layout="constrained")
+for ax, (label, (xs, caps, net)) in zip(axes, families.items()):
+    ax.plot(xs, caps, "o-", label="CapsNet")
+    ax.plot(xs, net, "s--", label="CNN")
+    low = min(caps + net)  # each panel's own range: scale and shear differ by tenths of a point
+    ax.set(xlabel=label, ylim=(0, 100) if low < 50 else (low - 2, 100))
+    ax.grid(alpha=0.3)
+axes[0].set_ylabel("accuracy (%)")
+axes[0].legend()
+ours = table["affNIST-like"]
+bars = axes[5].bar([0, 1, 3, 4], [100 * ours["capsnet"], 100 * ours["cnn"], 79, 66],
+                   color=["C0", "C1", "C0", "C1"])
+for bar in bars[2:]:
+    bar.set_hatch("//")
+    bar.set_alpha(0.5)
+axes[5].set_xticks([0.5, 3.5], ["affNIST-like\n(measured here)", "affNIST, paper §5.2\n(other protocol)"])
+axes[5].bar_label(bars, fmt="%.1f", fontsize=8)
+axes[5].set(ylim=(0, 105), title="blue CapsNet, orange CNN")
+fig.suptitle(f"Accuracy on transformed test digits ({robustness['test_data']['images']:,} images; "
+             f"clean: CapsNet {table['clean']['capsnet']:.2%}, CNN {table['clean']['cnn']:.2%})")
+plt.show()
+
+# %% [markdown]
+# **The CNN is at least as robust as the CapsNet almost everywhere in this table.** It is ahead at
+# every rotation but +60° (35.3 % against 35.7 %, a tie), at every scale, at every shift (at 5 px
+# to the right 96.7 % against 89.5 %; at 4 px diagonally 87.4 % against 70.8 %), and on
+# the affNIST-like set (96.5 % against 95.4 %); on shears the two stay within 0.5 points. Both
+# networks fall off together with the angle, both tolerate anticlockwise turns better than
+# clockwise ones — so that asymmetry comes from the digits (handwriting's slant), not from
+# either architecture — and both keep the ink in the frame (the last column), so what they lose
+# is recognition, not pixels.
+#
+# So this lesson does **not** reproduce the paper's 79 % against 66 %. What differs, each a
+# reason the result may not transfer, none of them tested here:
+#
+# - **data and training**: for this test the paper trained on all 60,000 digits, each placed at a
+#   random position on a 40 × 40 canvas (shifts of up to 6 pixels); both networks here saw 4,000
+#   digits shifted by up to 2 pixels in their 28 × 28 frame, for 30 epochs;
+# - **the test set**: the real affNIST puts each digit anywhere on a 40 × 40 canvas; ours keeps
+#   the transformations milder and the digits in the 28 × 28 frame;
+# - **the CNN**: ours pools (see *Build it*), which buys tolerance to small shifts — the rows where
+#   it leads most. The paper's affNIST baseline was "a traditional convolutional network (with
+#   MaxPooling and DropOut)" too, but its size and training are not given, so how close ours is to
+#   it cannot be known;
+# - **one trained network each**: lesson 03 found about 0.1 points between seeds on clean digits;
+#   the spread on transformed digits was not measured, but gaps of 5–17 points at large shifts
+#   are far beyond it.
+#
+# A CapsNet's routing-by-agreement is a claim about viewpoint; this measurement is one honest data
+# point against it at this size and data, not a verdict on capsules.
+#
+# The live measurement above used a sample; the table used every test image. They should agree
+# within the sample's error: on 2,000 images its standard error is 0.7 points at 90 % accuracy
+# and 1.1 points at 40 %, so gaps of one or two points are expected:
+
+# %%
+for name, key in (("CapsNet", "capsnet"), ("CNN", "cnn")):
+    gaps = [100 * (live_accuracy[name][k] - table[f"rotation {a:+d}°"][key]) for k, a in enumerate(ROTATIONS)]
+    print(f"{name}: live minus full table, per angle (points): " + " ".join(f"{g:+.1f}" for g in gaps))
+
+# %% [markdown]
+# ## Explore
+#
+# ### The transform explorer
+#
+# Turn and shift one test digit with the sliders: the digit the networks see, the CapsNet's
+# reconstruction from its longest capsule, and both networks' class scores (capsule lengths in
+# blue, CNN probabilities in orange; the shaded column is the true class). Type another index to
+# change the digit; **reset** puts the sliders back to 0.
+
+# %%
+explorer = transform_explorer(capsnet, cnn, test, index=0)
+explorer
+
+# %% [markdown]
+# Without a kernel, here is the explorer after turning the digit by 45° (set from code), and a
+# static strip of the same digit at every angle of the table:
+
+# %%
+explorer.angle.value = 45
+explorer.snapshot()
+
+# %%
+transform_strip(capsnet, cnn, test.images[0], int(test.labels[0]), list(ROTATIONS))
+
+# %% [markdown]
+# This 7 is recognised by both networks from −15° to +60°. At −30° the CNN still calls it a 7
+# (probability 0.52) while the CapsNet calls it a 2; at −45° and −60° both are wrong. Note the
+# reconstructions: from −15° to +60° capsule 7 redraws an **upright** 7 — it does not turn with
+# the input — and its length falls from about 0.9 to 0.62 at +60°, while the CNN's probability
+# stays at 0.9 or above.
+#
+# ### Equivariance on the trained networks
+#
+# Lesson 00 drew a capsule whose vector turns with the digit while its length stays. Does the
+# trained CapsNet do that? Rotate one digit in 5° steps, follow the capsule of its class — its 16
+# pose numbers, its length, its reconstruction — and, for the CNN, the 96 features of its last
+# hidden layer and its probability for the class.
+
+# %%
+angles = list(range(-45, 50, 5))
+label = int(test.labels[0])
+trajectory = capsule_trajectory(capsnet, test.images[0], label, angles=angles)
+features, probabilities = feature_trajectory(cnn, test.images[0], angles=angles)
+fig, (ax_pose, ax_len) = plt.subplots(1, 2, figsize=(12, 3.4), width_ratios=[1.6, 1])
+ax_pose.plot(angles, trajectory.poses, lw=1)
+ax_pose.set(xlabel="rotation (degrees)", ylabel="pose coordinate",
+            title=f"The 16 coordinates of capsule {label}")
+ax_len.plot(angles, trajectory.lengths[:, label], "o-", label=f"CapsNet: length of capsule {label}")
+ax_len.plot(angles, probabilities[:, label], "s--", label=f"CNN: probability of {label}")
+ax_len.set(xlabel="rotation (degrees)", ylim=(0, 1.05), title="Presence of the true class")
+ax_len.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+step = 3  # every 15°
+image_rows({"input": trajectory.images[::step], "CapsNet redraws": trajectory.reconstructions[::step, None]},
+           column_titles=[f"{a:+d}°" for a in angles[::step]],
+           title=f"The reconstruction from capsule {label} while the digit turns")
+
+# %% [markdown]
+# The two paths side by side, each projected on its own two principal directions (a 2-D picture
+# of a 16-D and a 96-D path; the colour runs from −45° to +45°), and how smooth each is: the
+# largest step between neighbouring angles, relative to the whole path's extent (0 would be
+# perfectly gradual; a path that jumps has steps close to 1).
+
+# %%
+paths = {"CapsNet: capsule pose (16-D)": trajectory.poses,
+         f"CNN: last hidden layer ({features.shape[1]}-D)": features}
+fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+for ax, (name, path) in zip(axes, paths.items()):
+    flat = projection_2d(path)  # (A, 2)
+    ax.plot(flat[:, 0], flat[:, 1], color="0.7", lw=1)
+    shown = ax.scatter(flat[:, 0], flat[:, 1], c=angles, cmap="viridis", s=28)
+    ax.set(title=f"{name}\nlargest step / extent = {smoothness(path):.2f}", xticks=[], yticks=[])
+fig.colorbar(shown, ax=axes, label="rotation (degrees)")
+plt.show()
+
+# %% [markdown]
+# While the 7 is recognised (−20° to +30°) its 16 coordinates barely move — each by a few
+# hundredths — and past +25° they shrink together as the length falls. Their one big move is
+# between −30° and −20°, where the capsule switches on (its length jumps from 0.1 to 0.85): that
+# is presence, not pose. The reconstruction does not turn with the digit either. So over this
+# range capsule 7 does not represent the rotation equivariantly; it represents "a 7 in the poses
+# seen in training", and training saw shifts and handwriting's own slant, not turns of tens of
+# degrees. The switch-on step is also why the capsule's path looks jumpier in the projections
+# (largest step 0.53 of its extent, against 0.22 for the CNN's features). The paper's Figure 4
+# found dimensions for skew, width and stroke thickness — variations that MNIST itself contains.
+#
+# ### Lesson 00's claims, on trained networks
+#
+# Lesson 00 made three claims. Each can be measured on the shipped networks over the live sample:
+#
+# 1. **Length is presence, whatever the pose**: the length of the true class's capsule should stay
+#    long while a digit turns, as long as it is still recognisable.
+# 2. **Direction is pose**: the pose vector's direction should turn more the more the digit turns
+#    (equivariance), not jump about. The CNN's hidden features are the comparison: they change
+#    with the pose too, so what matters is how the two compare.
+# 3. **Pooling forgets where the parts are**: a network that only pools should still see the digit
+#    when its parts are rearranged; a CapsNet, whose parts must agree on the whole's pose, should
+#    not. We rearrange the parts crudely: swap the top and bottom halves of each digit.
+
+# %%
+def batched(fn, images: torch.Tensor, size: int = 250) -> torch.Tensor:
+    """``fn`` applied to ``images`` in batches, without gradients (a few hundred MB at a time)."""
+    with torch.no_grad():
+        return torch.cat([fn(batch) for batch in images.split(size)])
+
+
+true = torch.arange(len(live)), live.labels  # index of each image's true class
+rows = []
+for angle in (0, 15, 30, 45):
+    rotated = transform_images(live.images, angle=float(angle))
+    caps_scores = batched(capsnet.class_scores, rotated)  # (N, J) lengths
+    cnn_scores = batched(cnn.class_scores, rotated)  # (N, J) probabilities
+    rows.append((angle, float(caps_scores[true].mean()), float(cnn_scores[true].mean())))
+print("claim 1: mean score of the true class on rotated digits")
+for angle, caps_score, cnn_score in rows:
+    print(f"  {angle:+3d}°: CapsNet length {caps_score:.3f}   CNN probability {cnn_score:.3f}")
+
+
+def turned_by(vectors: dict[int, torch.Tensor]) -> dict[int, float]:
+    """Mean angle (degrees) between each image's vector at 0° and at every other rotation."""
+    unit = {a: torch.nn.functional.normalize(v, dim=-1) for a, v in vectors.items()}  # (N, D) each
+    return {a: float(torch.rad2deg(torch.acos((unit[a] * unit[0]).sum(-1).clamp(-1, 1))).mean())
+            for a in vectors if a != 0}
+
+
+turned = {a: transform_images(live.images, angle=float(a)) for a in (0, 10, 20, 40)}
+poses = {a: batched(lambda b: capsnet(b).capsules, x)[true] for a, x in turned.items()}  # (N, D_out)
+hidden = {a: batched(cnn.features, x) for a, x in turned.items()}  # (N, F)
+print("claim 2: mean angle by which a vector turns when the digit turns (direction only):")
+for name, angles_moved in (("CapsNet pose of the true class", turned_by(poses)),
+                           ("CNN last hidden layer", turned_by(hidden))):
+    print(f"  {name:31s} " + ", ".join(f"digit {a}°: {d:4.1f}°" for a, d in angles_moved.items()))
+
+swapped = torch.cat([live.images[:, :, 14:], live.images[:, :, :14]], dim=2)  # halves exchanged
+print("claim 3: digits with their top and bottom halves swapped, still called their class:")
+for name, model in networks.items():
+    same = (capsedu.predict(model, swapped) == live.labels).float().mean()
+    top = batched(model.class_scores, swapped).max(dim=1).values.mean()
+    print(f"  {name:8s} {same:6.1%} of them; mean top score {top:.3f} (clean: "
+          f"{(capsedu.predict(model, live.images) == live.labels).float().mean():.1%})")
+image_rows({"swapped": swapped[:10]}, title="Top and bottom halves swapped")
+
+# %% [markdown]
+# None of the three claims comes out as lesson 00 drew it:
+#
+# 1. **Length is not pose-invariant here.** The true class's capsule shrinks as the digit turns
+#    (0.887 at 0°, 0.483 at 45°), as the CNN's probability falls (0.987 to 0.591) — the capsule
+#    proportionally a little more.
+# 2. **The pose direction does turn gradually with the digit** (2.9°, 6.3° and 18.5° for digit
+#    rotations of 10°, 20° and 40°) — but the CNN's hidden features turn gradually too, and by
+#    more (4.6°, 10.4°, 30.9°). The capsule is the *less* pose-sensitive of the two, which fits the
+#    upright reconstructions above.
+# 3. **Both networks reject rearranged parts equally**: 6.6 % (CapsNet) and 6.5 % (CNN) of the
+#    swapped digits are still called their class. This CNN's pooling (two 2 × 2 stages) does not
+#    forget where the parts are — its fully connected layers still see the layout — though it is
+#    more confident in its wrong answers (mean top score 0.873 against 0.760).
+#
+# Lesson 00's pictures explain the *idea*; whether a trained network realises it depends on its
+# size, data and training, and at this scale it largely does not.
+#
+# ### Ideas to try
+#
+# - In the explorer, find the angle at which each network first gets a digit wrong; try a 1, a 6
+#   and a 9 (what happens to a 6 at ±90°?).
+# - Scale and shear are in the table but not in the explorer: plot a digit's capsule pose against
+#   `scale` with `capsule_trajectory`-style code of your own (`transform_images(x, scale=s)`).
+# - Retrain both networks with larger training shifts (`Recipe(max_shift=4)`,
+#   `capsedu.zoo.train.train_recipe`, about 2 minutes each) and measure the shift rows again.
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: rotate digits
+#
+# Write `rotate_digits(images, angle)`: the (N, 1, 28, 28) images turned by `angle` degrees
+# **anticlockwise** about their centre, bilinearly, in the same 28 × 28 frame.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def rotate_digits(images: torch.Tensor, angle: float) -> torch.Tensor:
+    """Images (N, 1, 28, 28) rotated anticlockwise by ``angle`` degrees, same shape."""
+    ### BEGIN SOLUTION
+    return TF.rotate(images, angle, InterpolationMode.BILINEAR)
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_rotate_digits(rotate_digits);
+
+# %% [markdown]
+# ### Exercise 2: accuracy per angle
+#
+# Write `accuracy_per_angle(model, data, angles)`: the accuracy of `model` on `data`
+# (a `capsedu.MNISTData`, with `.images` and `.labels`) rotated by each angle, as a tensor of
+# fractions (one per angle). `capsedu.predict` gives the predicted classes of either network.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def accuracy_per_angle(model: torch.nn.Module, data: capsedu.MNISTData, angles: list[float]) -> torch.Tensor:
+    """Accuracy (A,) of ``model`` on ``data`` rotated by each of ``angles``."""
+    ### BEGIN SOLUTION
+    return torch.tensor([float((capsedu.predict(model, rotate_digits(data.images, a)) == data.labels)
+                               .float().mean()) for a in angles])
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_accuracy_per_angle(accuracy_per_angle, cnn, live);
+
+# %% [markdown]
+# ### Exercise 3: where do the curves cross?
+#
+# Write `crossings(angles, first, second)`: the angles at which two accuracy curves measured at
+# `angles` cross, as a list. Between two neighbouring angles where the difference
+# `first - second` changes sign, interpolate linearly: with differences $d_a$ at angle $a$ and
+# $d_b$ at angle $b$, the crossing is at $a + (b - a)\,d_a / (d_a - d_b)$. A measured angle where
+# the curves are exactly equal counts once. Curves that never cross give an empty list.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def crossings(angles: list[float], first: list[float], second: list[float]) -> list[float]:
+    """Angles where the curves ``first`` and ``second`` cross (linear interpolation)."""
+    ### BEGIN SOLUTION
+    gap = [a - b for a, b in zip(first, second)]
+    found = []
+    for k in range(len(angles) - 1):
+        if gap[k] == 0 and (k == 0 or gap[k - 1] != 0):
+            found.append(float(angles[k]))
+        elif gap[k] * gap[k + 1] < 0:
+            found.append(angles[k] + (angles[k + 1] - angles[k]) * gap[k] / (gap[k] - gap[k + 1]))
+    if gap and gap[-1] == 0 and (len(gap) == 1 or gap[-2] != 0):
+        found.append(float(angles[-1]))
+    return found
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_crossings(crossings);
+
+# %% [markdown]
+# Applied to the full table's rotation curves:
+
+# %%
+rotation = families["rotation (degrees)"]
+print("the CapsNet and CNN rotation curves cross at:", [round(a, 1) for a in crossings(*rotation)] or "nowhere")
+
+# %% [markdown]
+# The two rotation curves of the full table cross once, at about +58.7°, where the CapsNet
+# (35.7 % at +60°) edges past the CNN (35.3 %) by less than half a point — a difference another
+# training seed could reverse. Everywhere else on the rotation axis the CNN is ahead.
+#
+# ## Summary
+#
+# - The comparison is fair only at equal size, data and recipe: the course's CNN has 1.84 M
+#   parameters against the CapsNet's 1.95 M (with its decoder), and both were trained on the same
+#   4,000 images by the same 30-epoch recipe (CNN 98.96 %, CapsNet 98.76 % on the test split).
+# - `torchvision.transforms.functional` rotates, scales, shears and shifts digits;
+#   `capsedu.data.transforms` does it on a 40 × 40 canvas to measure the ink a 28 × 28 frame keeps,
+#   and builds an affNIST-like set (not the real affNIST).
+# - Measured on all 10,000 test digits, the CNN is at least as robust as the CapsNet under almost
+#   every transformation, clearly so under shifts, and on the affNIST-like set (96.5 % against
+#   95.4 %). The paper's 79 % against 66 % is not reproduced; its protocol (60,000 images on a
+#   40 × 40 canvas, the real affNIST) differs from ours.
+# - On the trained network, capsule 7's length falls as the digit turns, its reconstruction stays
+#   upright, and its pose direction turns less than the CNN's features: little sign of
+#   rotation equivariance beyond the poses seen in training.
+# - Report what you measure, with the protocol beside it — including when it disagrees with the
+#   paper.
+
+# %% [markdown]
+# ## What's next
+#
+# Lesson 09 (in preparation) puts two digits on top of each other (MultiMNIST, Section 6 of the
+# paper): there the CapsNet's per-class capsules and its reconstructions of each digit separately
+# are the point, and the same CNN, with a sigmoid output per class (`CNNConfig(multi_label=True)`),
+# is its baseline again.
