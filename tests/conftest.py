@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,18 @@ def model() -> capsedu.CapsNet:
     """An untrained, seeded CPU-configuration CapsNet in eval mode (explorers, checks, widgets)."""
     capsedu.set_seed(0)
     return capsedu.CapsNet(capsedu.CapsNetConfig.cpu()).eval()
+
+
+@pytest.fixture(scope="module")
+def strong_model(model) -> capsedu.CapsNet:
+    """The untrained network with 50x larger W: capsules long enough for routing to move them."""
+    strong = copy.deepcopy(model)
+    with torch.no_grad():
+        strong.digits.W.mul_(50)
+    return strong
+
+
+@pytest.fixture(scope="module")
+def image() -> torch.Tensor:
+    """One random 28x28 image (1, 28, 28), seeded."""
+    return torch.rand(1, 28, 28, generator=torch.Generator().manual_seed(1))

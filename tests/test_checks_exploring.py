@@ -1,7 +1,6 @@
 """capsedu.course.checks.exploring: right answers pass, each typical mistake gets its own hint."""
 
 import pytest
-import torch
 
 from capsedu.course.checks.exploring import (
     check_couplings_for_class,
@@ -11,11 +10,6 @@ from capsedu.course.checks.exploring import (
     reference_dimension_effects,
 )
 from capsedu.explore.probes import perturbation_sweep
-
-
-@pytest.fixture(scope="module")
-def image():
-    return torch.rand(1, 28, 28, generator=torch.Generator().manual_seed(4))
 
 
 def right_perturb(capsules, label, dim, delta):

@@ -147,3 +147,55 @@ def test_random_shift_moves_images_within_range():
     assert torch.equal(random_shift(images, max_shift=0), images)
     with pytest.raises(ValueError, match=r"images must be a 4-D tensor \(B, C, H, W\)"):
         random_shift(torch.zeros(28, 28))
+
+
+def test_load_offline_gives_the_same_parts_whatever_files_exist(tmp_path, shared_data):
+    from capsedu import load_offline
+
+    train, test = load_offline("train", verbose=False), load_offline("test", verbose=False)
+    no_files = load_mnist("test", root=tmp_path, download=False, verbose=False)
+    assert torch.equal(test.images, no_files.images)  # lessons without an official split test here
+    assert torch.equal(load_mnist("train", root=tmp_path, download=False, verbose=False).images,
+                       train.images)
+    seen = {x.numpy().tobytes() for x in train.images}
+    assert not seen & {x.numpy().tobytes() for x in test.images}  # the shipped networks never saw it
+    assert len(load_offline("all", verbose=False)) == 5_000
+    with pytest.raises(ValueError, match="part must be one of"):
+        load_offline("validation")
+
+
+def test_the_learner_profile_trains_on_at_most_5000_of_60000_official_images(tmp_path, shared_data):
+    """A synthetic full-size training split in MNIST's file format: load_mnist reads all 60,000,
+    the learner profile's training set (learner_subset, used by lessons 05 and 06) keeps 5,000."""
+    from capsedu import learner_subset
+
+    images = torch.randint(0, 256, (60_000, 28, 28), generator=torch.Generator().manual_seed(0),
+                           dtype=torch.uint8)
+    write_idx(tmp_path / "MNIST" / "raw" / "train-images-idx3-ubyte", images)
+    write_idx(tmp_path / "MNIST" / "raw" / "train-labels-idx1-ubyte", torch.arange(60_000) % 10)
+    for gz in (shared_data / "mnist").glob("t10k-*.gz"):
+        shutil.copy(gz, tmp_path / "MNIST" / "raw" / gz.name)
+    train = load_mnist("train", root=tmp_path, download=False, verbose=False)
+    assert len(train) == 60_000 and "official MNIST files" in train.source
+    capped = learner_subset(train)
+    assert len(capped) == 5_000 and torch.bincount(capped.labels).tolist() == [500] * 10
+    assert learner_subset(capped) is capped  # 5,000 or fewer images: used as they are
+    with pytest.raises(ValueError, match="limit"):
+        learner_subset(train, limit=0)
+
+
+def test_the_lessons_cap_their_training_set_with_learner_subset():
+    from conftest import REPO
+
+    for lesson in ("05_decoder", "06_training"):
+        source = (REPO / "notebooks" / "src" / f"{lesson}.py").read_text()
+        assert "capsedu.learner_subset(train" in source, f"{lesson} trains on an uncapped set"
+
+
+def test_random_shift_returns_the_offsets_it_applied():
+    images = torch.zeros(6, 1, 28, 28)
+    images[:, 0, 10, 12] = 1.0
+    shifted, offsets = random_shift(images, 2, torch.Generator().manual_seed(3), return_offsets=True)
+    for image, (dx, dy) in zip(shifted, offsets.tolist()):
+        assert image[0, 10 + dy, 12 + dx] == 1.0 and image.sum() == 1.0
+    assert offsets.abs().max() <= 2

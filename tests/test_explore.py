@@ -1,7 +1,5 @@
 """capsedu.explore: perturbations, Figure-4 sweeps and routing traces agree with the model."""
 
-import copy
-
 import pytest
 import torch
 
@@ -17,20 +15,6 @@ from capsedu.explore.probes import (
     sweep_offsets,
     vote_shares,
 )
-
-
-@pytest.fixture(scope="module")
-def strong_model(model):
-    """The untrained network with 50x larger W: capsules long enough for routing to move them."""
-    strong = copy.deepcopy(model)
-    with torch.no_grad():
-        strong.digits.W.mul_(50)
-    return strong
-
-
-@pytest.fixture(scope="module")
-def image():
-    return torch.rand(1, 28, 28, generator=torch.Generator().manual_seed(1))
 
 
 def test_encode_matches_forward(model, image):

@@ -39,6 +39,14 @@ def test_the_module_closure_follows_imports_through_capsedu(tmp_path):
     assert "capsedu.explore.widgets" in inside  # imports inside functions count too
 
 
+def test_magics_are_part_of_the_code_but_do_not_stop_the_parse(tmp_path):
+    plain = fingerprint.lesson_fingerprint(_notebook(tmp_path, "import capsedu.nets.squash"))
+    magic = fingerprint.lesson_fingerprint(
+        _notebook(tmp_path, "%matplotlib inline\n  !ls\nimport capsedu.nets.squash"))
+    assert magic["modules"] == plain["modules"] and "capsedu/nets/squash.py" in magic["modules"]
+    assert magic["lesson"] != plain["lesson"]  # adding a magic changes the lesson's code
+
+
 def test_weights_are_found_by_name_and_unknown_names_count_as_all():
     def names(code):
         return fingerprint.weights_loaded([ast.parse(code)])

@@ -7,9 +7,9 @@ Chromium, driven by Playwright, opens every lesson whose widgets hold controls a
 
 * asserts that the kernel starts without a dialog (no "Select Kernel" prompt);
 * runs all cells in the fast profile (``CAPSEDU_FAST=1``) and asserts that no cell shows an error;
+* types a new index into every image-index box and asserts the picture changed;
 * moves every slider by keyboard (one step right, or left for a slider at its maximum) and
   asserts that the explorer's picture changed;
-* types a new index into every image-index box and asserts the picture changed;
 * presses every reset button and asserts that its sliders are back at 0;
 * saves a screenshot per lesson to ``build/screenshots/``.
 
@@ -197,8 +197,8 @@ def test_lesson_runs_and_its_controls_change_their_pictures(lab, browser, lesson
         sliders = 0
         for box in boxes:
             box.scroll_into_view_if_needed()
-            sliders += move_every_slider(page, box)
             type_every_index(page, box)
+            sliders += move_every_slider(page, box)  # then reset must bring the picture back
             press_every_reset(page, box)
         assert sliders >= len(boxes), f"{lesson}: {sliders} sliders in {len(boxes)} explorers"
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)

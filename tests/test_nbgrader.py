@@ -9,6 +9,7 @@ minute each); ``make grade-all`` grades every lesson the same way.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,11 @@ GRADED_IN_CI = ["01_squash", "04_margin_loss"]
 
 
 def nbgrader(course: Path, *args: str) -> None:
+    # nbgrader runs the `alembic` command of its environment: as in an activated environment,
+    # that environment's bin/ comes first on PATH
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course,
+                            env={**os.environ, "PATH": path},
                             capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
 

@@ -1,7 +1,5 @@
 """capsedu.explore.widgets: drive the explorers' controls directly and check what they show."""
 
-import copy
-
 import matplotlib.pyplot as plt
 import pytest
 import torch
@@ -13,14 +11,6 @@ from capsedu.explore.widgets import perturbation_explorer, routing_explorer, rou
 
 pytest.importorskip("ipywidgets")
 
-
-@pytest.fixture(scope="module")
-def strong_model(model):
-    """The same network with 50x larger W: untrained predictions are too short to move routing."""
-    strong = copy.deepcopy(model)
-    with torch.no_grad():
-        strong.digits.W.mul_(50)
-    return strong
 
 
 @pytest.fixture(scope="module")

@@ -58,6 +58,13 @@ def code_of(notebook: nbformat.NotebookNode) -> str:
     return "\n\n# %%\n".join(c.source for c in notebook.cells if c.cell_type == "code")
 
 
+def parseable(code: str) -> str:
+    r"""``code`` with IPython's line magics and shell escapes (``%matplotlib inline``, ``!ls``)
+    commented out, so that :mod:`ast` can read the rest."""
+    return "\n".join(f"# {line}" if line.lstrip().startswith(("%", "!")) else line
+                     for line in code.splitlines())
+
+
 def _module_file(name: str) -> Path | None:
     r"""The source file of capsedu module ``name`` (a package's ``__init__.py``), or None."""
     if name != "capsedu" and not name.startswith("capsedu."):
@@ -165,7 +172,7 @@ def lesson_fingerprint(notebook_path: str | os.PathLike,
     from capsedu.zoo.shipped import STUDIES_DIR, shipped_paths
 
     code = code_of(nbformat.read(notebook_path, as_version=4))
-    tree = ast.parse(code)
+    tree = ast.parse(parseable(code))
     modules = module_closure(tree)
     callers = [p for name, p in modules.items() if name != "capsedu.zoo.shipped"]  # not the definitions
     trees = [tree] + [ast.parse(p.read_text(encoding="utf-8")) for p in callers]

@@ -50,9 +50,16 @@
 #   Each lesson follows the same path: **Build it** (you write the piece yourself), **Check it**
 #   (against the reference in `capsedu`), **Use capsedu** (later lessons import the tested
 #   version), **Explore**, **Exercises**.
-# - **Exercises** come with their solution between `### BEGIN SOLUTION` and `### END SOLUTION`
-#   lines. Cover it up (or delete it) and write your own; the cell after it runs a *check* that
-#   prints ✅ or a ❌ with a specific hint about what is probably wrong.
+# - **Exercises** come with their reference solution, folded away: the cell shows as a thin bar
+#   with "…" (in JupyterLab; the website shows a "Click to show" button). Try first, then unfold it
+#   if you are stuck. The solution sits between `### BEGIN SOLUTION` and `### END SOLUTION`: delete
+#   it and write your own. The cell after it runs a *check* that prints ✅ or a ❌ with a specific
+#   hint about what is probably wrong.
+# - **Handouts.** For a class, `make student` (or `python -m capsedu.course.handouts`) writes a
+#   copy of every lesson to `build/student/` with each solution replaced by a stub — `# YOUR CODE
+#   HERE` and `raise NotImplementedError` — and no outputs. Until you fill a stub in, its check
+#   answers "not written yet" instead of failing with a traceback; cells that use the exercise's
+#   result will stop with that error until then.
 # - **In a classroom.** An instructor can project a lesson and let students run their own copies;
 #   the **Explore** and **Exercises** sections are natural places for pair work. Setting
 #   `CAPSEDU_FAST=1` before starting JupyterLab runs every lesson on small data and few epochs
@@ -83,6 +90,7 @@
 # %%
 import platform
 
+# %matplotlib inline
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -454,7 +462,7 @@ print(f"predicted face centres: agree for the face ({spread(face):.1f} px), "
 # returns their lengths, shape (N,). This is the number a CapsNet reads as "probability that the
 # entity is present".
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def capsule_length(v: torch.Tensor) -> torch.Tensor:
     ### BEGIN SOLUTION
     return torch.sqrt((v ** 2).sum(dim=-1))
@@ -472,7 +480,7 @@ _ = check_capsule_length(capsule_length)  # prints ✅ or a hint
 # takes (N, 2) capsules, with $x$ in column 0 and $y$ in column 1, and returns the direction of each
 # vector in **degrees**, shape (N,). Careful: a vector and its opposite must get different angles.
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def pose_angle(v: torch.Tensor) -> torch.Tensor:
     ### BEGIN SOLUTION
     return torch.rad2deg(torch.atan2(v[:, 1], v[:, 0]))

@@ -40,6 +40,7 @@
 # `loss.backward()` computes. **Time:** about 30 minutes.
 
 # %%
+# %matplotlib inline
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -328,7 +329,7 @@ def colleague_squash(s: torch.Tensor) -> torch.Tensor:
 # NBVAL_CHECK_OUTPUT
 _ = check_squash(colleague_squash)  # prints ✅ or a hint
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def fixed_squash(s: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     ### BEGIN SOLUTION
     norm = torch.sqrt((s ** 2).sum(dim=-1, keepdim=True) + eps)  # one norm per capsule, ε inside
@@ -347,7 +348,7 @@ _ = check_squash(fixed_squash)  # prints ✅ or a hint
 # long. Write `input_length_for(p)` that returns the input length $n$ whose squashed length is
 # exactly `p` (for $0 < p < 1$), by solving $p = n^2/(1+n^2)$ for $n$. What does it give for 0.9?
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def input_length_for(p: float) -> float:
     ### BEGIN SOLUTION
     return float(np.sqrt(p / (1 - p)))
@@ -357,6 +358,8 @@ def input_length_for(p: float) -> float:
 # %%
 # NBVAL_CHECK_OUTPUT
 _ = check_input_length_for(input_length_for)  # prints ✅ or a hint
+
+# %%
 print(f"a length of 0.9 needs ||s|| = {input_length_for(0.9):.3f}; 0.1 needs {input_length_for(0.1):.3f}")
 
 # %% [markdown]

@@ -43,6 +43,7 @@
 # the output size is computed), and `Tensor.view` / `permute` / `reshape`. **Time:** about 40 minutes.
 
 # %%
+# %matplotlib inline
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -95,6 +96,23 @@ num_types, caps_dim = 32, 8
 primary_conv = nn.Conv2d(256, num_types * caps_dim, kernel_size=9, stride=2)
 features2 = primary_conv(features1)  # (B, T*D, 6, 6)
 print(f"after primary conv: {tuple(features2.shape)}  = (B, T*D, H, W) with T={num_types}, D={caps_dim}")
+
+# %% [markdown]
+# ### Why these sizes, and why no pooling
+#
+# - **9×9 kernels.** Two 9×9 convolutions give each primary capsule a 17×17-pixel window: most of
+#   a stroke, a loop or a corner of the digit. A capsule is meant to describe a *part* and its
+#   pose, which needs a view of the whole part; three 3×3 layers would see only 7×7 pixels.
+# - **8 dimensions.** Enough numbers for a part's pose (position within the window, orientation,
+#   thickness, size, ...) and few enough to keep the next layer's 1,152 × 10 matrices of 16×8
+#   manageable. The paper does not tune it; later lessons' digit capsules use 16.
+# - **32 types.** 32 kinds of parts, each looked for at all 36 positions (the convolution shares
+#   its weights over positions, as in any CNN). More types cost parameters and routing time;
+#   `CapsNetConfig.cpu()` keeps 8.
+# - **No pooling.** Max-pooling keeps the strongest response and throws away *where* it was
+#   (lesson 00). Capsules keep it twice: in *which* capsule fires (its grid position, "place
+#   coding") and in the capsule's values (finer position, "rate coding"). The stride-2 convolution
+#   lowers the resolution without discarding anything a later layer could need.
 
 # %% [markdown]
 # ### Step 3: from channels to capsules
@@ -258,9 +276,10 @@ for name, config in [("paper", capsedu.CapsNetConfig.paper()), ("cpu", capsedu.C
 #
 # Each primary capsule at grid position (y, x) sees a 17×17-pixel window of the image (9 pixels of
 # conv1, widened by the 9×9, stride-2 primary convolution), centred on pixel (2y + 8, 2x + 8). So
-# the 36 positions are only 2 pixels apart and cover the central 12×12 pixels, while their windows
-# overlap heavily (the dashed square is the window of position (0, 0)). Below, the **longest**
-# capsule at each position (over the 32 types), drawn over the digit and as a plain 6×6 map.
+# the 36 positions are only 2 pixels apart and cover the central 12×12 pixels (green), while their
+# windows overlap heavily (dashed blue: the window of position (2, 3), centred on the blue dot).
+# Below, the **longest** capsule at each position (over the 32 types), drawn over the digit and as
+# a plain 6×6 map.
 #
 # **This network is untrained** (random weights): the lengths only say where random filters
 # respond to the ink, not which parts a trained network has learned to find — lesson 07 shows
@@ -281,8 +300,12 @@ for col in range(4):
     top.imshow(x[col, 0], cmap="gray_r")
     top.imshow(longest[col], cmap="magma", alpha=0.5, vmin=0, vmax=vmax, extent=(7, 19, 19, 7))
     top.add_patch(plt.Rectangle((7, 7), 12, 12, fill=False, color="C2", lw=1.5))
-    top.add_patch(plt.Rectangle((-0.5, -0.5), 17, 17, fill=False, ls="--", color="C0", lw=1.2))
-    top.set_title(f"label {int(labels[col])}: 6×6 grid (green)\nwindow of (0, 0) dashed", fontsize=9)
+    window_y, window_x = 2, 3  # one grid position: its 17x17 window starts at pixel (2y, 2x)
+    top.add_patch(plt.Rectangle((2 * window_x - 0.5, 2 * window_y - 0.5), 17, 17, fill=False,
+                                ls="--", color="C0", lw=1.5))
+    top.plot(2 * window_x + 8, 2 * window_y + 8, "o", color="C0", ms=4)
+    top.set_title(f"label {int(labels[col])}: the 6×6 grid (green),\nwindow of (2, 3) dashed",
+                  fontsize=9)
     top.set(xticks=[], yticks=[], xlim=(-0.5, 27.5), ylim=(27.5, -0.5))
     image = bottom.imshow(longest[col], cmap="magma", vmin=0, vmax=vmax)
     bottom.set_title("longest capsule per position", fontsize=9)
@@ -295,16 +318,48 @@ print(f"for comparison, a blank image gives lengths of {float(blank_lengths.min(
       f"{float(blank_lengths.max()):.3f} everywhere")
 
 # %% [markdown]
-# Different capsule types respond to different things: the 32 maps of the first digit.
+# Do the capsule types of a **trained** network respond to different parts, as the intuition
+# above suggests? The network shipped with the course (`capsedu.pretrained()`, the CPU configuration: 32 conv1 channels and
+# 8 capsule types, trained in lesson 06's way) gives these length maps for the same four digits —
+# one row per digit, one 6×6 map per type, all on one colour scale:
 
 # %%
-fig, axes = plt.subplots(4, 8, figsize=(10, 5.4), layout="constrained")
-for t, ax in enumerate(axes.flat):
-    ax.imshow(lengths[0, t], cmap="viridis", vmin=0, vmax=float(lengths[0].max()))
-    ax.set_title(f"type {t}", fontsize=8)
-    ax.set(xticks=[], yticks=[])
-fig.suptitle(f"Capsule length per type on the 6×6 grid (label {int(labels[0])}, untrained network)")
+trained = capsedu.pretrained()
+with torch.no_grad():
+    trained_lengths = trained.encode(x).norm(dim=-1).view(len(x), trained.config.primary_types, 6, 6)
+fig, axes = plt.subplots(len(x), trained.config.primary_types + 1, figsize=(11, 6.2),
+                         layout="constrained", width_ratios=[1.1] + [1] * trained.config.primary_types)
+for row, (digit_axes, maps) in enumerate(zip(axes, trained_lengths)):
+    digit_axes[0].imshow(x[row, 0], cmap="gray_r")
+    digit_axes[0].set_ylabel(f"label {int(labels[row])}")
+    for t, ax in enumerate(digit_axes[1:]):
+        shown = ax.imshow(maps[t], cmap="viridis", vmin=0, vmax=1)
+        if row == 0:
+            ax.set_title(f"type {t}", fontsize=9)
+    for ax in digit_axes:
+        ax.set(xticks=[], yticks=[])
+fig.colorbar(shown, ax=axes, shrink=0.6, label="capsule length")
+fig.suptitle("Primary-capsule lengths per type of the TRAINED network (6×6 grid each)")
 plt.show()
+strongest = trained_lengths.amax(dim=(2, 3))  # (B, T) the longest capsule of each type
+print("longest capsule of each type, per digit:")
+for label_k, row in zip(labels.tolist(), strongest):
+    print(f"  label {label_k}: " + " ".join(f"{value:.2f}" for value in row.tolist()))
+print(f"all {trained_lengths.numel():,} primary capsules of these digits: shortest "
+      f"{trained_lengths.min():.2f}, median {trained_lengths.median():.2f}, "
+      f"{(trained_lengths > 0.9).float().mean():.0%} longer than 0.9")
+
+# %% [markdown]
+# **They do not — not in their lengths.** Almost every primary capsule of the trained network is
+# close to length 1 (of the 1,152 above: shortest 0.70, median 0.98, 95 % longer than 0.9), over
+# the strokes and over the empty background alike; the maps differ only in faint patches. So in
+# this network a primary capsule's length says little about whether "its" part is present: what
+# it detects is carried by its *direction*, the 8 numbers that lesson 03 turns into votes. That
+# is not the picture the intuition above (and the paper's description of capsules) suggests.
+# One plausible reason: nothing in the loss asks primary capsules to be short — the margin loss
+# (lesson 04) constrains only the digit capsules' lengths — and a 9 × 9 convolution over a
+# 20 × 20 feature map sees some stroke almost everywhere (each primary capsule looks at a
+# 17 × 17-pixel window of the digit).
 
 # %% [markdown]
 # ### Move the digit, move the capsules
@@ -346,7 +401,7 @@ print("shifting the digit by 2 pixels moves every capsule by exactly one grid ce
 # convolution has no padding either. A convolution of kernel $k$ and stride $s$ over $n$ pixels
 # gives $\lfloor (n - k)/s \rfloor + 1$ outputs.
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def grid_size(image_size: int, conv1_kernel: int, primary_kernel: int, primary_stride: int) -> int:
     ### BEGIN SOLUTION
     after_conv1 = image_size - conv1_kernel + 1
@@ -365,7 +420,7 @@ _ = check_grid_size(grid_size)  # prints ✅ or a hint
 # (type-major, H = W = `grid`) to a map of their **lengths**, shape (B, T, H, W), where
 # `maps[b, t, y, x]` is the length of capsule `t*grid*grid + y*grid + x`. Write `length_map`.
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def length_map(u: torch.Tensor, num_types: int, grid: int) -> torch.Tensor:
     ### BEGIN SOLUTION
     return u.norm(dim=-1).view(u.shape[0], num_types, grid, grid)

@@ -31,8 +31,9 @@
 # - write Eq. 4 with $m^+ = 0.9$, $m^- = 0.1$, $\lambda = 0.5$ and explain each symbol;
 # - read the loss and its gradient as functions of a capsule's length, for present and absent
 #   classes;
-# - build multi-hot targets for images with several digits, and say why a softmax
-#   cross-entropy cannot express them the same way;
+# - build multi-hot targets for images with several digits, and compare the margin loss with the
+#   two usual classifier losses: a softmax cross-entropy (which cannot say "both") and independent
+#   sigmoids with binary cross-entropy (which can);
 # - recognise an unsquared hinge and a missing $\lambda$ in someone else's code.
 #
 # ## Prerequisites and time
@@ -41,6 +42,7 @@
 # arithmetic. About 40 minutes; nothing is trained, every cell runs in seconds.
 
 # %%
+# %matplotlib inline
 import matplotlib.pyplot as plt
 import torch
 
@@ -203,9 +205,20 @@ print(f"loss {float(total):.3f} = present part {float(present_part):.3f} "
 #
 # The paper also trains on MultiMNIST, two overlapping digits per image. The target is then
 # **multi-hot**: $T_k = 1$ for both digits. Each capsule's length is squashed on its own, so both
-# capsules can be long at once and the loss can reach zero. A softmax couples the classes — its
-# probabilities sum to 1 — so cross-entropy cannot be zero for two present digits: the best it can
-# do is $p = \frac12$ each, a loss of $2\ln 2$ (summing $-\ln p_k$ over the present classes).
+# capsules can be long at once and the loss can reach zero.
+#
+# Compare the two losses a CNN classifier would use:
+#
+# - a **softmax** couples the classes — its probabilities sum to 1 — so cross-entropy cannot be
+#   zero for two present digits: the best it can do is $p = \frac12$ each, a loss of $2\ln 2$
+#   (summing $-\ln p_k$ over the present classes);
+# - **independent sigmoids** with a binary cross-entropy per class — the standard multi-label
+#   loss — do not couple the classes either: with large logits for the two digits and very
+#   negative ones for the rest, that loss also goes to zero.
+#
+# So "several digits at once" is not what sets capsules apart from every CNN: it is what sets the
+# margin loss, and sigmoid outputs, apart from a softmax. What capsules add is *what* is long: a
+# vector whose direction describes the digit, which lesson 05's decoder uses.
 
 # %%
 first = int((train_data.labels == 3).nonzero()[0])
@@ -222,6 +235,10 @@ best_softmax = torch.full((1, 10), -1e9)
 best_softmax[0, [3, 5]] = 0.0  # logits putting p = 1/2 on each digit, 0 elsewhere
 cross_entropy = -(pair_targets * torch.log_softmax(best_softmax, dim=1)).sum()
 print(f"best possible softmax cross-entropy: {float(cross_entropy):.3f} = 2 ln 2")
+confident = torch.where(pair_targets.bool(), 12.0, -12.0)  # independent logits: +12 present, -12 absent
+binary_ce = torch.nn.functional.binary_cross_entropy_with_logits(confident, pair_targets,
+                                                                  reduction="sum")
+print(f"independent sigmoids, binary cross-entropy with logits of ±12: {float(binary_ce):.5f}")
 
 # %%
 fig, (ax_img, ax_len) = plt.subplots(1, 2, figsize=(9, 3.4),
@@ -286,7 +303,7 @@ draw_common_length();
 # e.g. `[[3], [1, 7]]`) into a float tensor $T$ of shape (B, J) with $T_{bk} = 1$ exactly when
 # class $k$ is in image $b$'s list. A digit listed twice is still just present.
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def to_multi_hot(label_lists: list[list[int]], num_classes: int) -> torch.Tensor:
     ### BEGIN SOLUTION
     targets = torch.zeros(len(label_lists), num_classes)  # (B, J)
@@ -314,7 +331,7 @@ _ = check_multi_hot(to_multi_hot)  # prints ✅ or a hint
 #     return (present + absent).sum(dim=1).mean()
 # ```
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def peer_margin_loss_a(lengths, targets, m_pos=0.9, m_neg=0.1, lam=0.5):
     present = targets * torch.clamp(m_pos - lengths, min=0)
     absent = lam * (1 - targets) * torch.clamp(lengths - m_neg, min=0)
@@ -346,7 +363,7 @@ _ = check_margin_loss(fixed_margin_loss_a)  # prints ✅ or a hint
 #     return (present + absent).sum(dim=-1).mean()
 # ```
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def peer_margin_loss_b(lengths, targets, m_pos=0.9, m_neg=0.1):
     present = targets * torch.relu(m_pos - lengths) ** 2
     absent = (1 - targets) * torch.relu(lengths - m_neg) ** 2
@@ -415,7 +432,9 @@ draw_bug_curves();
 #   pushed. The squares make the pull fade smoothly at the margins.
 # - $\lambda = 0.5$ keeps the nine absent classes from shrinking every capsule early on.
 # - Because each class has its own term, multi-hot targets just work: several digits can all
-#   have long capsules and zero loss, which a softmax cross-entropy cannot offer.
+#   have long capsules and zero loss. A softmax cross-entropy cannot offer that; independent
+#   sigmoids with binary cross-entropy can, so the difference from a multi-label CNN is what the
+#   long vectors carry, not the loss alone.
 # - Two classic bugs — the unsquared hinge and the missing $\lambda$ — run without errors;
 #   only a comparison with the equation (or a check) finds them.
 #

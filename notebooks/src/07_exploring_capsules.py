@@ -32,6 +32,7 @@
 # - **perturb** one dimension of a digit capsule and decode it, as in Figure 4 of the paper, and
 #   **name** what some dimensions control (stroke width, slant, width, ...);
 # - use the **perturbation explorer** and the **routing explorer** (`capsedu.explore.widgets`);
+# - say what routing does and does not do in a trained network, with numbers;
 # - read **coupling coefficients** on the primary-capsule grid and the capsule lengths after each
 #   routing iteration, and compare a correctly classified digit with a **misclassified** one.
 #
@@ -44,15 +45,18 @@
 # figure for readers of the book.
 
 # %%
+# %matplotlib inline
 import matplotlib.pyplot as plt
 import torch
 
 import capsedu
 from capsedu.course.checks.exploring import (check_couplings_for_class, check_dimension_effects,
-                                      check_dimension_names, check_perturb_dimension)
+                                             check_dimension_names, check_perturb_dimension,
+                                             reference_dimension_effects)
+from capsedu.explore.figures import coupling_norm, perturbation_grid, reconstruction_grid
 from capsedu.explore.probes import (couplings_on_grid, encode_image, perturbation_sweep,
-                             perturbed_reconstructions, routing_trace)
-from capsedu.explore.widgets import perturbation_explorer, perturbation_grid, routing_explorer
+                                    perturbed_reconstructions, routing_trace, vote_shares)
+from capsedu.explore.widgets import perturbation_explorer, routing_explorer
 
 # %%
 capsedu.set_seed(0)
@@ -76,21 +80,8 @@ n_search = capsedu.choose(learner=len(test), fast=500)  # test images searched f
 # redraw the digit: its thickness, slant, size and position.
 
 # %%
-shown_images, shown_labels = test.images[:10], test.labels[:10]  # the first ten test digits
-with torch.no_grad():
-    out = model(shown_images)  # masked by the longest capsule
-fig, axes = plt.subplots(2, 10, figsize=(10, 2.6))
-for k in range(10):
-    axes[0, k].imshow(shown_images[k, 0], cmap="gray", vmin=0, vmax=1)
-    axes[1, k].imshow(out.reconstruction[k, 0], cmap="gray", vmin=0, vmax=1)
-    axes[0, k].set_title(f"{int(shown_labels[k])} → {int(out.lengths[k].argmax())}", fontsize=9)
-for ax in axes.flat:
-    ax.set_axis_off()
-axes[0, 0].text(-4, 14, "input", ha="right", va="center")
-axes[1, 0].text(-4, 14, "redrawn", ha="right", va="center")
-fig.suptitle("Test digits (true → predicted) and the decoder's reconstructions")
-fig.tight_layout()
-plt.show()
+reconstruction_grid(model, test.images[:10], test.labels[:10],
+                    "The first ten test digits (true → predicted) and the decoder's reconstructions")
 
 # %% [markdown]
 # ### Perturbing one dimension by hand
@@ -101,10 +92,11 @@ plt.show()
 
 # %%
 image = test.images[0]  # (1, 28, 28): test digit number 0
+sweep, _ = perturbation_sweep(model, image)  # (D_out, V, H, W): every dimension, every offset
+dim = int((sweep[:, -1] - sweep[:, 0]).abs().mean(dim=(1, 2)).argmax())  # the one that changes most
 with torch.no_grad():
     capsules = model(image[None]).capsules[0]  # (J, D_out) = (10, 16)
     label = int(capsules.norm(dim=-1).argmax())
-    dim = 2
     moved = capsules.clone()
     moved[label, dim] += 0.25
     labels = torch.tensor([label])
@@ -162,22 +154,44 @@ print("hand-made perturbation and routing agree with capsedu ✅")
 # %% [markdown]
 # ## Use capsedu
 #
-# ### The paper's Figure 4: every dimension, eleven offsets
+# ### The paper's Figure 4: one dimension per row, eleven offsets
 #
 # `perturbation_grid(model, image)` decodes the winning capsule with each of its 16 dimensions moved
-# by −0.25, −0.20, ..., +0.25 (one row per dimension). The middle column is the plain
-# reconstruction. Most rows change the digit *smoothly*: one direction of the capsule, one
-# property of the drawing. Some dimensions do almost nothing for this digit.
+# by −0.25, −0.20, ..., +0.25 (one row per dimension); the middle column is the plain
+# reconstruction. Next to each dimension stands its *effect*, the mean absolute pixel change from
+# the −0.25 to the +0.25 column. With `strongest=6` it keeps the six dimensions with the largest
+# effect, strongest first, and draws them large enough to see what changes:
+
+# %%
+perturbation_grid(model, image, strongest=6)
+
+# %% [markdown]
+# Each of these dimensions changes the 7 smoothly, and each in its own way: dimension 8 turns
+# the left end of the top bar from a downward hook (−0.25) into a straight bar (+0.25),
+# dimension 9 makes the digit narrower and its stem more upright, dimension 14 takes the stroke
+# from thin and faint to bold, dimension 11 does nearly the opposite. The changes are not as
+# clean as the paper's Figure 4 — several dimensions change thickness and shape together — and
+# they are modest: the strongest moves the pixels by 0.155 on average across its row, and every
+# picture stays the same 7. (This network is small and saw 4,000 training images; the paper's
+# saw 60,000.)
+#
+# All sixteen rows, smaller, with each row's effect — most of them change the digit far less:
 
 # %%
 perturbation_grid(model, image)
 
 # %% [markdown]
-# Which rows thicken the stroke? Which slant the digit, widen it, or move one part of it (the loop
-# of a 6, the tail of a 9)? Keep your answers in mind for Exercise 2. A second digit:
+# A second digit, to compare which dimensions matter and what they do for another class:
 
 # %%
-perturbation_grid(model, test.images[6])
+perturbation_grid(model, test.images[6], strongest=6)
+
+# %% [markdown]
+# For the 4 the strongest dimensions are others (15, 2 and 6, against 8, 9 and 0 for the 7) and
+# weaker (0.128 at most): dimension 15 closes the top of the 4 into a loop, like a 9, as it grows;
+# dimension 10 fades the whole digit. A dimension does not mean the same for every class — each
+# digit capsule has its own transformation matrices $\mathbf W_{ij}$, and nothing in training
+# ties dimension 8 of capsule 7 to dimension 8 of capsule 4.
 
 # %% [markdown]
 # ### The perturbation explorer
@@ -203,18 +217,18 @@ explorer.snapshot()
 # %% [markdown]
 # ### The routing explorer
 #
-# Move the slider from 1 to 7 routing iterations. With $r = 1$ every primary capsule splits its
-# vote evenly ($c_{ij} = 1/10$); each further iteration gives more of it to the digit capsules its
-# prediction agrees with. The top right panel shows, for every capsule type, its 6×6 grid of
-# couplings toward the predicted class; the bottom left their mean per type; the bottom right the
-# ten capsule lengths after 1, 2, ..., r iterations.
+# Lesson 03's explorer, on the first test digit: move the slider from 1 to 7 routing iterations.
+# With $r = 1$ every primary capsule splits its vote evenly ($c_{ij} = 1/10$, $J c_{ij} = 1$);
+# each further iteration gives more of it to the digit capsules its prediction agrees with. Top:
+# $J c$ toward the predicted class over the digit and the vote share of each class; bottom: the
+# capsule lengths after 1, 2, ..., r iterations and $J c$ for each capsule type on its own grid.
 
 # %%
 router = routing_explorer(model, test, index=0)
 router
 
 # %% [markdown]
-# The same figure after one and after three iterations:
+# The same figure after one and after three iterations (the network's own number):
 
 # %%
 router.iterations.value = 1
@@ -225,57 +239,100 @@ router.iterations.value = 3
 router.snapshot()
 
 # %% [markdown]
+# After one iteration every class gets exactly a fair share (0.100) and capsule 7 is already 0.66
+# long; after three its share is only 0.110 — the nine others just under 0.100 — yet its length
+# is 0.92. The averaged map over the digit barely changes colour, while the per-type maps (bottom
+# right) show red and blue patches: routing moves little of the vote in total, but it moves it
+# *within* the class, towards the capsules whose votes agree.
+#
 # ## Explore
 #
-# ### Where routing agrees, and where it does not
+# ### What routing does in this network, in numbers
 #
-# For a well-drawn digit the primary capsules agree: their predictions for the right class point
-# the same way, the coupling toward it rises with each iteration, and that capsule gets longer
-# while the others shrink. For a digit the network gets wrong, the votes are split. Let us find
-# the mistakes among the test images searched:
+# With $r = 1$ there is no routing at all: every coupling is $1/J$ and each digit capsule is the
+# squashed average of its votes, so the votes — $\mathbf W$ — decide alone. Routing is what $r = 3$
+# adds. Over the test images searched: how often does it change the prediction, and how much of the
+# votes (length-weighted, as in the explorer) reaches the predicted class?
 
 # %%
 with torch.no_grad():
-    lengths = torch.cat([model(batch).lengths for batch in test.images[:n_search].split(500)])  # (N, J)
-predicted = lengths.argmax(dim=1)
-wrong = torch.nonzero(predicted != test.labels[:n_search]).flatten()  # test indices of the mistakes
-print(f"{len(wrong)} mistakes among the first {n_search:,} test images")
+    by_r, shares = {1: [], 3: []}, []
+    for batch in test.images[:n_search].split(500):
+        u = model.encode(batch)  # (B, I, D_in)
+        u_hat = model.digits.predict(u)  # (B, I, J, D_out)
+        for r in by_r:
+            v, c = capsedu.dynamic_routing(u_hat, r)  # (B, J, D_out), (B, I, J)
+            by_r[r].append(v.norm(dim=-1))  # (B, J)
+        winner = v.norm(dim=-1).argmax(dim=1)  # (B,) with r = 3
+        shares.append(vote_shares(c, u)[torch.arange(len(batch)), winner])  # (B,)
+searched_labels = test.labels[:n_search]  # (N,)
+predicted = {r: torch.cat(lengths).argmax(dim=1) for r, lengths in by_r.items()}  # r -> (N,)
+share = torch.cat(shares)  # (N,) share of the votes reaching the predicted class, r = 3
+right = {r: p == searched_labels for r, p in predicted.items()}
+changed = predicted[1] != predicted[3]
+print(f"accuracy without routing (r = 1): {right[1].float().mean():.2%}; with r = 3: "
+      f"{right[3].float().mean():.2%} ({n_search:,} test images)")
+print(f"routing changed {int(changed.sum())} predictions: fixed {int((~right[1] & right[3]).sum())}, "
+      f"broke {int((right[1] & ~right[3]).sum())}")
+print(f"share of the votes reaching the predicted class at r = 3: {share[right[3]].mean():.3f} when "
+      f"right, {share[~right[3]].mean():.3f} when wrong (uniform: {1 / config.num_classes:.3f})")
+wrong = torch.nonzero(~right[3]).flatten()  # test indices of the mistakes
 
 # %% [markdown]
-# The mistake on which the network is most sure of itself (longest wrong capsule), and how the
-# lengths of its true and predicted classes move with the routing iterations:
+# **Routing matters little to this network's accuracy.** Without it (r = 1) the network scores
+# 98.69 %, with the paper's three iterations 98.76 %: routing changes 32 of 10,000 predictions,
+# fixes 16, breaks 9 (the other 7 go from one wrong class to another). Nor does it concentrate
+# the votes much: 0.109 of the length-weighted votes reach the predicted class when it is right,
+# 0.102 when it is wrong, against 0.100 with no routing at all. In this network the decision is
+# made by the votes $\hat{\mathbf u} = \mathbf W\mathbf u$; routing mostly lengthens the
+# capsule the votes already favour. Paik, Kwak and Kim (2019, *Capsule Networks Need an Improved
+# Routing Algorithm*) report the same kind of finding for dynamic routing.
+#
+# ### A misclassified digit
+#
+# The mistake on which the network is most sure of itself (longest wrong capsule), how the lengths
+# of its true and predicted classes move with the routing iterations, and what the decoder draws
+# from each of the two capsules:
 
 # %%
-if len(wrong) > 0:
-    worst = int(wrong[lengths[wrong].max(dim=1).values.argmax()])
-    true_class, wrong_class = int(test.labels[worst]), int(predicted[worst])
-    encoded = encode_image(model, test.images[worst])
-    trace = routing_trace(encoded.u_hat, 7)
-    fig, (ax_img, ax_len, ax_true, ax_wrong) = plt.subplots(1, 4, figsize=(11, 2.9))
-    ax_img.imshow(test.images[worst, 0], cmap="gray", vmin=0, vmax=1)
-    ax_img.set_title(f"test image {worst}: true {true_class}, predicted {wrong_class}", fontsize=9)
-    ax_img.set_axis_off()
-    for k, style in [(true_class, "o-"), (wrong_class, "s--")]:
-        ax_len.plot(range(1, 8), trace.lengths[:, k], style, label=f"class {k}")
-    ax_len.set(xlabel="routing iterations r", ylabel="capsule length", title="Lengths", ylim=(0, 1))
-    ax_len.legend(fontsize=8)
-    with torch.no_grad():
-        for ax, k in [(ax_true, true_class), (ax_wrong, wrong_class)]:
-            redrawn = model.decode(encoded.capsules[None], torch.tensor([k]))[0, 0]
-            ax.imshow(redrawn, cmap="gray", vmin=0, vmax=1)
-            ax.set_title(f"redrawn as a {k}")
-            ax.set_axis_off()
-    fig.suptitle("A misclassified digit: routing favours the wrong capsule")
-    fig.tight_layout()
-    plt.show()
+lengths = torch.cat(by_r[3])  # (N, J) with r = 3
+worst = int(wrong[lengths[wrong].max(dim=1).values.argmax()])
+true_class, wrong_class = int(test.labels[worst]), int(predicted[3][worst])
+encoded = encode_image(model, test.images[worst])
+trace = routing_trace(encoded.u_hat, 7, encoded.u)
+fig, (ax_img, ax_len, ax_true, ax_wrong) = plt.subplots(1, 4, figsize=(12, 3.1))
+ax_img.imshow(test.images[worst, 0], cmap="gray", vmin=0, vmax=1)
+ax_img.set_title(f"test image {worst}: true {true_class}, predicted {wrong_class}", fontsize=9)
+ax_img.set_axis_off()
+for k, style, colour in [(true_class, "o-", "tab:red"), (wrong_class, "s--", "tab:orange")]:
+    ax_len.plot(range(1, 8), trace.lengths[:, k], style, color=colour, label=f"class {k}")
+ax_len.set(xlabel="routing iterations r", ylabel="capsule length", title="Lengths", ylim=(0, 1))
+ax_len.legend(fontsize=8)
+with torch.no_grad():
+    for ax, k in [(ax_true, true_class), (ax_wrong, wrong_class)]:
+        redrawn = model.decode(encoded.capsules[None], torch.tensor([k]))[0, 0]
+        ax.imshow(redrawn, cmap="gray", vmin=0, vmax=1)
+        ax.set_title(f"redrawn as a {k}")
+        ax.set_axis_off()
+fig.suptitle(f"A misclassified {true_class}: already at r = 1 the votes favour the {wrong_class}")
+fig.tight_layout()
+plt.show()
+print(f"lengths r = 1..7, class {true_class}:", " ".join(f"{x:.2f}" for x in trace.lengths[:, true_class]))
+print(f"lengths r = 1..7, class {wrong_class}:", " ".join(f"{x:.2f}" for x in trace.lengths[:, wrong_class]))
 
 # %% [markdown]
+# Test image 9009 is a 7 written with a crossbar and a curled top, and it looks much like a 2:
+# the decoder redraws it convincingly as one. The votes decide before any routing (r = 1: 0.64
+# for the 2, 0.14 for the 7), and routing does not correct them — it lengthens **both** capsules,
+# the 2 to 0.98 and the 7 to 0.88 by r = 7. Couplings compete only among the classes one primary
+# capsule votes for; when some primary capsules agree with a 2 and others with a 7, routing gives
+# each class the votes that agree with it, so both grow.
+#
 # A second routing explorer, opened on this digit: move its slider and compare with the
-# confidently recognised 7 above. Are the couplings toward the predicted class as concentrated?
-# (You can also type any test index into either explorer.)
+# confidently recognised digit above. (You can also type any test index into either explorer.)
 
 # %%
-wrong_router = routing_explorer(model, test, index=worst if len(wrong) > 0 else 0)
+wrong_router = routing_explorer(model, test, index=worst)
 wrong_router
 
 # %% [markdown]
@@ -285,37 +342,14 @@ wrong_router
 wrong_router.snapshot()
 
 # %% [markdown]
-# A number for "how much do the primary capsules agree": the mean coupling toward the predicted
-# class after three iterations, weighted by how active each primary capsule is (its length).
-# Averaged over correct and over wrong predictions:
-
-# %%
-def agreement(model: capsedu.CapsNet, images: torch.Tensor) -> torch.Tensor:
-    """Length-weighted mean coupling toward the predicted class, one number per image (B,)."""
-    with torch.no_grad():
-        u = model.encode(images)  # (B, I, D_in)
-        v, c = capsedu.dynamic_routing(model.digits.predict(u), 3)  # (B, J, D_out), (B, I, J)
-        winner = v.norm(dim=-1).argmax(dim=1)  # (B,)
-        toward = c[torch.arange(len(images)), :, winner]  # (B, I)
-        weight = u.norm(dim=-1)  # (B, I)
-    return (toward * weight).sum(dim=1) / weight.sum(dim=1)
-
-
-scores = torch.cat([agreement(model, batch) for batch in test.images[:n_search].split(500)])  # (N,)
-right = predicted == test.labels[:n_search]
-print(f"agreement, correct predictions: {scores[right].mean():.3f} (uniform would be 0.100)")
-if len(wrong) > 0:
-    print(f"agreement, wrong predictions:   {scores[~right].mean():.3f}")
-
-# %% [markdown]
 # ### Ideas to try
 #
 # - In the perturbation explorer, move one slider far and watch the bars: the winning capsule
 #   gets longer or shorter, the prediction never changes (the other capsules are untouched).
 # - Find a dimension that does the same thing for every digit (say, stroke width) and one whose
 #   meaning depends on the class.
-# - In the routing explorer, go through several misclassified digits: do more iterations ever
-#   *fix* a mistake, or only make the network more sure?
+# - In the routing explorer, go through the other mistakes (`wrong.tolist()`): do more iterations
+#   ever *fix* a mistake, or only make the network more sure?
 
 # %% [markdown]
 # ## Exercises
@@ -326,7 +360,7 @@ if len(wrong) > 0:
 # (J × 16), return a **new** tensor with `delta` added to dimension `dim` of capsule `label` only.
 # Leave the input unchanged.
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def perturb_dimension(capsules: torch.Tensor, label: int, dim: int, delta: float) -> torch.Tensor:
     """A copy of ``capsules`` (J, D_out) with ``capsules[label, dim]`` moved by ``delta``."""
     ### BEGIN SOLUTION
@@ -348,7 +382,7 @@ check_perturb_dimension(perturb_dimension);
 # absolute pixel difference**. `perturbation_sweep(model, image)` returns the decoded images of the
 # grid above as a (16, 11, 28, 28) tensor (and the class).
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def dimension_effects(model: capsedu.CapsNet, image: torch.Tensor) -> torch.Tensor:
     """Mean |reconstruction(+0.25) - reconstruction(-0.25)| for each dimension, shape (D_out,)."""
     ### BEGIN SOLUTION
@@ -362,27 +396,30 @@ def dimension_effects(model: capsedu.CapsNet, image: torch.Tensor) -> torch.Tens
 check_dimension_effects(dimension_effects, model, image);
 
 # %% [markdown]
-# Rank the dimensions of the first digit by their effect, look at their rows in the first grid
-# (and try them in the explorer on other digits), then describe **three** of the strongest in
-# `my_names` - a dict from dimension number to a few words such as "stroke width", "slant to the
-# right", "wider", "loop closes". The check only verifies that you picked dimensions that really
-# change the digit and wrote something for each; what you write is yours to judge.
+# Now name what the strongest dimensions do. Write `name_dimensions(effects)` returning a dict from
+# dimension number to a few words — "stroke width", "slant to the right", "wider", "loop closes" —
+# for **three** of the strongest dimensions of the first digit. Look at their rows in the grid of
+# six above (and move them in the perturbation explorer, on other digits too). The check verifies
+# that you picked dimensions that really change the digit and wrote something for each; what you
+# write is yours to judge, and yours may differ from the model answer.
 
 # %%
-effects = dimension_effects(model, image)
-ranking = effects.argsort(descending=True)
-print("dimensions, strongest first:", ranking.tolist())
+effects = reference_dimension_effects(model, image)
+print("dimensions, strongest first:", effects.argsort(descending=True).tolist())
+
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def name_dimensions(effects: torch.Tensor) -> dict[int, str]:
+    """Three of the dimensions with the largest ``effects`` (D_out,), each with what it does."""
+    ### BEGIN SOLUTION
+    return {8: "the left end of the top bar: a downward hook (-) or straight (+)",
+            9: "narrower, with a more upright stem, as it grows",
+            14: "stroke thickness: thin and faint (-) to bold (+)"}
+    ### END SOLUTION
+
 
 # %%
-### BEGIN SOLUTION
-top = ranking[:3].tolist()
-my_names = {top[0]: "the strongest change: compare the -0.25 and +0.25 ends of its row",
-            top[1]: "second strongest: stroke thickness or slant, depending on the digit",
-            top[2]: "third strongest: width or position of one part of the digit"}
-### END SOLUTION
-
-# %%
-check_dimension_names(my_names, effects);
+check_dimension_names(name_dimensions, model, image);
 
 # %% [markdown]
 # ### Exercise 3: couplings on the primary-capsule grid
@@ -391,7 +428,7 @@ check_dimension_names(my_names, effects);
 # type. Write `couplings_for_class(c, label, num_types)` returning that (T, 6, 6) tensor. Primary
 # capsules are numbered type first: capsule $i = t \cdot 36 + y \cdot 6 + x$ (lesson 02).
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def couplings_for_class(c: torch.Tensor, label: int, num_types: int) -> torch.Tensor:
     """Couplings ``c`` (I, J) toward class ``label`` as (T, G, G) maps, one per capsule type."""
     ### BEGIN SOLUTION
@@ -406,45 +443,59 @@ check_couplings_for_class(couplings_for_class);
 
 # %% [markdown]
 # With it, compare where the couplings of the digit of Exercise 2 go after three iterations:
-# toward its own class, and toward the class its capsules rank second.
+# toward its own class, and toward the class its capsules rank second. As in the explorer the maps
+# show $J c_{ij}$: 1 (white) is a fair share, red more, blue less.
 
 # %%
 trace3 = routing_trace(encode_image(model, image).u_hat, 3)
 second = int(trace3.lengths[-1].argsort(descending=True)[1])
-top = float(trace3.couplings[:, [trace3.prediction, second]].quantile(0.95))  # colour scale
-fig, axes = plt.subplots(2, config.primary_types, figsize=(1.1 * config.primary_types, 2.9),
-                         squeeze=False)
+J = config.num_classes
+norm = coupling_norm(float((J * trace3.couplings[:, [trace3.prediction, second]]).quantile(0.95)))
+fig, axes = plt.subplots(2, config.primary_types, figsize=(1.3 * config.primary_types + 1.2, 3.4),
+                         squeeze=False, layout="constrained")
 for row, k in enumerate([trace3.prediction, second]):
-    maps = couplings_for_class(trace3.couplings, k, config.primary_types)
+    maps = couplings_for_class(trace3.couplings, k, config.primary_types)  # (T, G, G)
     assert torch.equal(maps, couplings_on_grid(trace3.couplings, k, config.primary_types))
     for t in range(config.primary_types):
-        axes[row, t].imshow(maps[t], cmap="viridis", vmin=0, vmax=top)
+        shown = axes[row, t].imshow(J * maps[t], cmap="RdBu_r", norm=norm)
         axes[row, t].set_xticks([])
         axes[row, t].set_yticks([])
         axes[0, t].set_title(f"type {t}", fontsize=8)
     axes[row, 0].set_ylabel(f"to class {k}", fontsize=9)
-fig.suptitle(f"Couplings after 3 iterations, per capsule type (colour 0 to {top:.2f}; "
-             f"uniform is {1 / config.num_classes:.2f})")
-fig.tight_layout()
+fig.colorbar(shown, ax=axes, shrink=0.9, extend="max", label=r"$J\,c_{ij}$ (1 = fair share)")
+fig.suptitle(f"Couplings after 3 iterations, per capsule type, toward classes {trace3.prediction} "
+             f"and {second}")
 plt.show()
+
+# %% [markdown]
+# After three iterations the couplings toward 7 differ strongly from type to type and place to
+# place: types 2 and 6 and the bottom rows of types 0 and 1 give it 1.5 times a fair share or
+# more, the upper left of types 0 and 1 less than a fair share. Toward 3, the class ranked
+# second, every map stays close to a fair share: what class 7 gains is taken a little from each of
+# the nine others. Averaged over the types (lesson 03's explorer) these contrasts largely cancel,
+# which is why the averaged map looked pale at r = 3.
 
 # %% [markdown]
 # ## Summary
 #
 # - The winning digit capsule alone lets the decoder redraw the digit: its 16 numbers encode how
 #   it is drawn, not only which digit it is.
-# - Moving one dimension by ±0.25 (Figure 4 of the paper) changes one property of the drawing
-#   smoothly - stroke width, slant, width, one part of the digit - for many, not all, dimensions.
+# - Moving one dimension by ±0.25 (Figure 4 of the paper) changes the drawing smoothly — the
+#   hook of a 7's bar, its width, the thickness of the stroke — but less cleanly and less
+#   strongly than in the paper (0.155 mean pixel change at most for the 7), and the strongest
+#   dimensions differ from class to class (8, 9, 0 for the 7; 15, 2, 6 for the 4).
 # - `capsedu.explore.widgets.perturbation_explorer` and `routing_explorer` make both experiments live;
 #   `perturbation_grid` is the static version. Computations that do not depend on a slider
 #   (capsules, $\hat{\mathbf u}$) are done once per image.
-# - Routing concentrates each primary capsule's vote on the digit capsule it agrees with; on
-#   misclassified digits the agreement is weaker and can favour the wrong class.
+# - Routing matters little in this network: three iterations instead of none change 32 of 10,000
+#   predictions (98.69 % → 98.76 %) and send 0.109 of the votes to a correctly predicted class
+#   against 0.100 without routing. It mostly lengthens the capsule the votes favour — on a
+#   misclassified digit, the wrong class and the right one alike.
 
 # %% [markdown]
 # ## What's next
 #
-# You have built, trained and looked inside a Capsule Network. Go back to lesson 03's routing
-# slider with the shipped network, train the paper's configuration on a GPU (lesson 06,
-# *Explore*), or read on: *Matrix capsules with EM routing* (Hinton, Sabour & Frosst, 2018) replaces
-# vectors by 4×4 pose matrices and routing by agreement by an EM procedure.
+# You have built, trained and looked inside a Capsule Network. Lesson 08 puts it to the test the
+# paper proposed (Section 5.2): a CNN of the same size, trained by the same recipe, and both
+# networks on rotated, scaled, sheared and shifted digits — and it follows the pose vectors you
+# explored here while a digit turns.
