@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.capsedu-installed
 
-.PHONY: install lab test unit notebooks lint sync execute student clean
+.PHONY: install lab test unit notebooks lint sync execute student grading clean
 
 install: $(STAMP)
 
@@ -55,6 +55,10 @@ execute: install
 # Handouts for a class: every lesson with its exercise solutions stubbed and outputs cleared.
 student: install
 	$(PY) -m capsedu.course.handouts --out build/student
+
+# An nbgrader course (one assignment per lesson) for instructors who grade with nbgrader.
+grading: install
+	$(PY) -m capsedu.course.grading --out build/nbgrader
 
 clean:
 	rm -rf $(VENV) .pytest_cache book/_build

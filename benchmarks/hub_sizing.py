@@ -1,7 +1,8 @@
 r"""What one learner costs on a JupyterHub: each lesson's kernel memory and CPU time, the install size.
 
     CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/hub_sizing.py          # every lesson
-    .venv/bin/python benchmarks/hub_sizing.py 03 07 --markdown                     # some, as a table
+    .venv/bin/python benchmarks/hub_sizing.py 03 07                                # some lessons
+    .venv/bin/python benchmarks/hub_sizing.py --recorded     # what `make execute` recorded last
 
 Each lesson runs top to bottom in a fresh kernel in the learner profile
 (:func:`capsedu.course.execute.execute`, into a temporary folder: the committed lessons are not
@@ -38,20 +39,35 @@ def install_sizes(venv: Path) -> dict[str, float]:
             "torch": folder_bytes(site / "torch") / gib}
 
 
+def recorded(path: Path) -> dict:
+    r"""How ``make execute`` last ran the lesson at ``path`` (its ``metadata.capsedu.execution``)."""
+    import nbformat
+
+    execution = nbformat.read(path, as_version=4).metadata.get("capsedu", {}).get("execution")
+    if not execution:
+        raise SystemExit(f"{path.stem} has no recorded execution: run `make execute` first")
+    return execution
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     from capsedu.course.execute import execute, lessons
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("lessons", nargs="*", help="lesson numbers or names (default: all)")
     parser.add_argument("--venv", type=Path, default=REPO / ".venv")
+    parser.add_argument("--recorded", action="store_true",
+                        help="read the figures `make execute` stored in each lesson instead of re-running")
     args = parser.parse_args(argv)
     load = os.getloadavg()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="capsedu-hub-") as out:
-        for path in lessons(args.lessons):
-            info = execute(path, out_dir=Path(out))
-            rows.append({"lesson": path.stem, **info})
-            print(f"{path.stem}: {info['seconds']:.0f} s", file=sys.stderr, flush=True)
+    if args.recorded:
+        rows = [{"lesson": path.stem, **recorded(path)} for path in lessons(args.lessons)]
+    else:
+        with tempfile.TemporaryDirectory(prefix="capsedu-hub-") as out:
+            for path in lessons(args.lessons):
+                info = execute(path, out_dir=Path(out))
+                rows.append({"lesson": path.stem, **info})
+                print(f"{path.stem}: {info['seconds']:.0f} s", file=sys.stderr, flush=True)
     sizes = install_sizes(args.venv)
     print(f"\n{rows[0]['cpu']}, {rows[0]['cpu_count']} CPUs, torch {rows[0]['torch']}; load average "
           f"{tuple(round(x, 2) for x in load)} before, {tuple(round(x, 2) for x in os.getloadavg())} after")

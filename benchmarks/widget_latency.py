@@ -1,4 +1,4 @@
-r"""Latency of the lesson-07 explorers: from a slider change to the redrawn figure (PNG in the widget).
+r"""Latency of the explorers of lessons 03, 07 and 08: from a slider change to the redrawn figure (PNG in the widget).
 
 Each measurement sets one control's ``value`` exactly as the browser would (the ipywidgets
 ``observe`` callbacks run synchronously), so the time covers the whole update: decoding or routing,
@@ -6,7 +6,7 @@ moving the figure's artists, drawing the figure with Agg and encoding the PNG pu
 ``ipywidgets.Image``. Not included: the transfer of the PNG to the browser and its paint (on a
 local JupyterLab a few milliseconds for these 30-60 kB images).
 
-Goals (issue 4): routing <= 150 ms, perturbation <= 100 ms, median and 95th percentile.
+Goals (issue 4): routing <= 150 ms, perturbation and transform <= 100 ms, median and 95th percentile.
 On a shared machine the wall time is inflated by other processes: the load average is printed
 next to every figure, and so is the process CPU time per update.
 
@@ -29,6 +29,7 @@ from collections.abc import Callable
 import torch
 
 import capsedu
+from capsedu.explore.transform_explorer import transform_explorer
 from capsedu.explore.widgets import perturbation_explorer, routing_explorer
 
 
@@ -36,7 +37,7 @@ def load_model(checkpoint: str | None) -> tuple[capsedu.CapsNet, str]:
     if checkpoint:
         return capsedu.load_checkpoint(checkpoint)[0], checkpoint
     try:
-        from capsedu.pretrained import pretrained
+        from capsedu.zoo.shipped import pretrained
 
         return pretrained(), "capsedu.pretrained()"
     except (ImportError, capsedu.CheckpointError) as error:  # no shipped weights yet: timing does not depend on weight values
@@ -93,6 +94,11 @@ def main() -> None:
 
     index_moves = [lambda i=i: setattr(rout.index, "value", 10 + i) for i in range(args.repeats // 3)]
     print(summary("routing image", *time_moves(index_moves), goal=150) + "  (new image: u_hat recomputed)")
+
+    turn = transform_explorer(model, capsedu.pretrained("cnn"), data)
+    moves = [lambda i=i: setattr(turn.angle, "value", -60 + (37 * i) % 121) for i in range(args.repeats)]
+    time_moves(moves[:5])
+    print(summary("transform", *time_moves(moves), goal=100) + "  (both networks and the decoder)")
 
 
 if __name__ == "__main__":
