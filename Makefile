@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.capsedu-installed
 
-.PHONY: install lab test unit notebooks lint sync execute student grading clean
+.PHONY: install lab test unit notebooks lint sync execute student grading grade-all clean
 
 install: $(STAMP)
 
@@ -59,6 +59,11 @@ student: install
 # An nbgrader course (one assignment per lesson) for instructors who grade with nbgrader.
 grading: install
 	$(PY) -m capsedu.course.grading --out build/nbgrader
+
+# nbgrader's generate_assignment and autograde on every lesson (make test grades two): the
+# released handout must score 0, a half-solved one in between, a solved one full marks.
+grade-all: install
+	CAPSEDU_GRADE_ALL=1 $(PY) -m pytest tests/test_nbgrader.py -s -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) .pytest_cache book/_build

@@ -35,6 +35,17 @@ def require_finite(name: str, x: torch.Tensor) -> None:
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s); expected finite numbers")
 
 
+def require_images(name: str, x: object, *, channels: int, size: int) -> torch.Tensor:
+    r"""Check that ``x`` is a non-empty, finite batch of images (B, ``channels``, ``size``, ``size``)."""
+    expected = f"(B, {channels}, {size}, {size})"
+    require_tensor(name, x, ndim=4, shape=expected, floating=True)
+    require_nonempty_batch(name, x)
+    if tuple(x.shape[1:]) != (channels, size, size):
+        raise ValueError(f"{name} must have shape {expected}, got {tuple(x.shape)}")
+    require_finite(name, x)
+    return x
+
+
 def require_int(name: str, value: object, *, minimum: int) -> int:
     r"""Check that ``value`` is an integer (not a bool) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):

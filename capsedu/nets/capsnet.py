@@ -16,7 +16,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from capsedu._validate import require_finite, require_labels, require_nonempty_batch, require_tensor
+from capsedu._validate import require_images, require_labels, require_tensor
 from capsedu.nets.losses import margin_loss_unchecked, reconstruction_loss
 from capsedu.nets.primary import PrimaryCaps
 from capsedu.nets.registry import Loss, NetworkConfig
@@ -129,13 +129,7 @@ class CapsNet(nn.Module):
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images (B, C, H, W) -> primary capsules u (B, I, D_in)."""
-        cfg = self.config
-        expected = f"(B, {cfg.in_channels}, {cfg.image_size}, {cfg.image_size})"
-        require_tensor("x", x, ndim=4, shape=expected, floating=True)
-        require_nonempty_batch("x", x)
-        if tuple(x.shape[1:]) != (cfg.in_channels, cfg.image_size, cfg.image_size):
-            raise ValueError(f"x must have shape {expected}, got {tuple(x.shape)}")
-        require_finite("x", x)
+        require_images("x", x, channels=self.config.in_channels, size=self.config.image_size)
         features = torch.relu(self.conv1(x))  # (B, conv1_channels, 20, 20)
         return self.primary(features)  # (B, I, D_in)
 

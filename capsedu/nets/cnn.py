@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from capsedu._validate import require_finite, require_nonempty_batch, require_tensor
+from capsedu._validate import require_images
 from capsedu.nets.registry import Loss, NetworkConfig
 
 
@@ -93,13 +93,7 @@ class BaselineCNN(nn.Module):
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images (B, C, H, W) -> the last fully connected layer's features (B, F)."""
-        cfg = self.config
-        expected = f"(B, {cfg.in_channels}, {cfg.image_size}, {cfg.image_size})"
-        require_tensor("x", x, ndim=4, shape=expected, floating=True)
-        require_nonempty_batch("x", x)
-        if tuple(x.shape[1:]) != (cfg.in_channels, cfg.image_size, cfg.image_size):
-            raise ValueError(f"x must have shape {expected}, got {tuple(x.shape)}")
-        require_finite("x", x)
+        require_images("x", x, channels=self.config.in_channels, size=self.config.image_size)
         return self.dense(self.convolutions(x))  # (B, F)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
