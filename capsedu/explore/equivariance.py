@@ -22,7 +22,7 @@ import torch
 from capsedu.data.transforms import transform_images
 from capsedu.explore.probes import check_image
 from capsedu.nets.capsnet import CapsNet, check_capsnet
-from capsedu.nets.cnn import BaselineCNN
+from capsedu.nets.cnn import BaselineCNN, check_cnn
 from capsedu.training.runtime import eval_mode
 
 
@@ -67,10 +67,8 @@ def feature_trajectory(model: BaselineCNN, image: torch.Tensor, *,
                        angles: list[float] | None = None,
                        shifts: list[tuple[float, float]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The CNN's penultimate features (A, F) and class probabilities (A, J) for each step."""
-    if not isinstance(model, BaselineCNN):
-        raise TypeError(f"model must be a capsedu BaselineCNN, got {type(model).__name__}")
     images = _steps(image, angles, shifts)
-    with eval_mode(model):
+    with eval_mode(check_cnn(model, "model")):
         return model.features(images), model.probabilities(images)
 
 

@@ -26,19 +26,11 @@ from capsedu.data.transforms import LIMITS, transform_images
 from capsedu.explore.figures import TRUE_COLOUR
 from capsedu.explore.widgets import _Explorer
 from capsedu.nets.capsnet import CapsNet, check_capsnet
-from capsedu.nets.cnn import BaselineCNN
+from capsedu.nets.cnn import BaselineCNN, check_cnn
 from capsedu.training.runtime import eval_mode
 
 CAPSNET_COLOUR, CNN_COLOUR = "C0", "C1"  # matplotlib's first two colours, as in plots
 WRONG_COLOUR = "tab:red"
-
-
-def check_cnn(model: object, name: str = "cnn") -> BaselineCNN:
-    r"""Raise ``TypeError`` naming ``name`` unless ``model`` is a :class:`BaselineCNN`."""
-    if not isinstance(model, BaselineCNN):
-        raise TypeError(f"{name} must be a capsedu.BaselineCNN (capsedu.pretrained('cnn')), "
-                        f"got {type(model).__name__}")
-    return model
 
 
 @torch.no_grad()

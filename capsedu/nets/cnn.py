@@ -120,3 +120,11 @@ class BaselineCNN(nn.Module):
         ranks = logits.argsort(dim=1, descending=True).argsort(dim=1)  # (B, J) rank of each class
         chosen = (ranks < count).float()  # (B, J) the top-`count` classes
         return Loss(value, (chosen == targets.float()).all(dim=1).sum())
+
+
+def check_cnn(model: object, name: str = "cnn") -> BaselineCNN:
+    r"""Raise ``TypeError`` naming ``name`` unless ``model`` is a :class:`BaselineCNN`."""
+    if not isinstance(model, BaselineCNN):
+        raise TypeError(f"{name} must be a capsedu.BaselineCNN (capsedu.pretrained('cnn')), "
+                        f"got {type(model).__name__}")
+    return model
