@@ -52,8 +52,8 @@
 #   version), **Explore**, **Exercises**.
 # - **Exercises** come with their reference solution, folded away: the cell shows as a thin bar
 #   with "…" (in JupyterLab; the website shows a "Click to show" button). Try first, then unfold it
-#   if you are stuck. The solution sits between `### BEGIN SOLUTION` and `### END SOLUTION`: delete
-#   it and write your own. The cell after it runs a *check* that prints ✅ or a ❌ with a specific
+#   if you are stuck. The solution sits between two marker comments (nbgrader's solution markers):
+#   delete it and write your own. The cell after it runs a *check* that prints ✅ or a ❌ with a specific
 #   hint about what is probably wrong.
 # - **Handouts.** For a class, `make student` (or `python -m capsedu.course.handouts`) writes a
 #   copy of every lesson to `build/student/` with each solution replaced by a stub — `# YOUR CODE

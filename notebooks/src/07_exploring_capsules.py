@@ -412,9 +412,14 @@ print("dimensions, strongest first:", effects.argsort(descending=True).tolist())
 def name_dimensions(effects: torch.Tensor) -> dict[int, str]:
     """Three of the dimensions with the largest ``effects`` (D_out,), each with what it does."""
     ### BEGIN SOLUTION
-    return {8: "the left end of the top bar: a downward hook (-) or straight (+)",
+    read = {8: "the left end of the top bar: a downward hook (-) or straight (+)",
             9: "narrower, with a more upright stem, as it grows",
-            14: "stroke thickness: thin and faint (-) to bold (+)"}
+            14: "stroke thickness: thin and faint (-) to bold (+)"}  # the grid of test digit 0
+    strongest = effects.argsort(descending=True)[:6].tolist()
+    if all(d in strongest for d in read):
+        return read
+    # another first digit (without the official test split): name what its own grid shows
+    return {d: "read its row in the grid above and describe it" for d in strongest[:3]}
     ### END SOLUTION
 
 
