@@ -339,13 +339,20 @@ angles = list(range(-45, 50, 5))
 label = int(test.labels[0])
 trajectory = capsule_trajectory(capsnet, test.images[0], label, angles=angles)
 features, probabilities = feature_trajectory(cnn, test.images[0], angles=angles)
-fig, (ax_pose, ax_len) = plt.subplots(1, 2, figsize=(12, 3.4), width_ratios=[1.6, 1])
-ax_pose.plot(angles, trajectory.poses, lw=1)
-ax_pose.set(xlabel="rotation (degrees)", ylabel="pose coordinate",
-            title=f"The 16 coordinates of capsule {label}")
-ax_len.plot(angles, trajectory.lengths[:, label], "o-", label=f"CapsNet: length of capsule {label}")
-ax_len.plot(angles, probabilities[:, label], "s--", label=f"CNN: probability of {label}")
-ax_len.set(xlabel="rotation (degrees)", ylim=(0, 1.05), title="Presence of the true class")
+
+
+def pose_and_presence(steps, path, cnn_probabilities, xlabel):
+    """The capsule's 16 coordinates, and its length beside the CNN's probability, per step."""
+    fig, (ax_pose, ax_len) = plt.subplots(1, 2, figsize=(12, 3.4), width_ratios=[1.6, 1])
+    ax_pose.plot(steps, path.poses, lw=1)
+    ax_pose.set(xlabel=xlabel, ylabel="pose coordinate", title=f"The 16 coordinates of capsule {label}")
+    ax_len.plot(steps, path.lengths[:, label], "o-", label=f"CapsNet: length of capsule {label}")
+    ax_len.plot(steps, cnn_probabilities[:, label], "s--", label=f"CNN: probability of {label}")
+    ax_len.set(xlabel=xlabel, ylim=(0, 1.05), title="Presence of the true class")
+    return fig, ax_len
+
+
+fig, ax_len = pose_and_presence(angles, trajectory, probabilities, "rotation (degrees)")
 ax_len.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
@@ -393,14 +400,8 @@ shifts = [(float(dx), 0.0) for dx in range(-6, 7)]
 moves = [dx for dx, _ in shifts]
 shifted = capsule_trajectory(capsnet, test.images[0], label, shifts=shifts)
 shifted_features, shifted_probabilities = feature_trajectory(cnn, test.images[0], shifts=shifts)
-fig, (ax_pose, ax_len) = plt.subplots(1, 2, figsize=(12, 3.4), width_ratios=[1.6, 1])
-ax_pose.plot(moves, shifted.poses, lw=1)
-ax_pose.set(xlabel="shift to the right (pixels)", ylabel="pose coordinate",
-            title=f"The 16 coordinates of capsule {label}")
-ax_len.plot(moves, shifted.lengths[:, label], "o-", label=f"CapsNet: length of capsule {label}")
-ax_len.plot(moves, shifted_probabilities[:, label], "s--", label=f"CNN: probability of {label}")
+fig, ax_len = pose_and_presence(moves, shifted, shifted_probabilities, "shift to the right (pixels)")
 ax_len.axvspan(-2, 2, color="0.9", zorder=0, label="shifts seen in training")
-ax_len.set(xlabel="shift to the right (pixels)", ylim=(0, 1.05), title="Presence of the true class")
 ax_len.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
