@@ -107,7 +107,7 @@ def test_float32_works_and_stays_float32():
 def test_grad_check_names_the_worst_entry():
     x = np.array([1.0, 2.0, 3.0])
     check = nc.grad_check(lambda: float((x ** 2).sum()), {"x": x}, {"x": np.array([2.0, 4.0, 7.0])})
-    assert check.worst == "x[(np.int64(2),)]" or check.worst.startswith("x[(2")
+    assert check.worst == "x[2]"
     assert check.max_relative_error == pytest.approx(1 / 13, rel=1e-4)
 
 
