@@ -1,0 +1,162 @@
+r"""A small capsule classifier trained entirely in NumPy (lesson 10): every gradient by hand.
+
+The network, from pixels to the margin loss, built from :mod:`capsedu.nets.numpy_caps`::
+
+    x (B, P) --linear A, a--> h (B, I*K) --reshape, squash (Eq. 1)--> u (B, I, K)
+      --W (Eq. 2)--> u_hat (B, I, J, D) --Procedure 1--> v (B, J, D) --lengths--> (B, J) --Eq. 4--> loss
+
+A linear layer stands in for lesson 02's two convolutions (its I = 32 "primary capsules" see the
+whole image, not a 9x9 window), so that the forward and backward passes stay short enough to
+read in full. Training uses Adam written out (Kingma & Ba 2015, Algorithm 1). Like
+:mod:`capsedu.nets.numpy_caps`, this module imports only NumPy and the standard library.
+
+Shape legend:
+    B      batch size, N images in a dataset
+    P      pixels per image (784)
+    I, K   primary capsules and their dimension (32, 8)
+    J, D   class capsules and their dimension (10, 16)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from capsedu.nets import numpy_caps as nc
+
+Params = dict[str, np.ndarray]
+
+
+def init_params(num_caps: int = 32, caps_dim: int = 8, num_classes: int = 10, digit_dim: int = 16,
+                pixels: int = 784, seed: int = 0, dtype: type = np.float32) -> Params:
+    r"""``{"A": (P, I*K), "a": (I*K,), "W": (I, J, D, K)}`` drawn from a seeded generator.
+
+    ``A`` has standard deviation :math:`1/\sqrt P` (unit-variance pre-activations for inputs of
+    unit size); ``W`` has :math:`0.5/\sqrt K`, so that votes of primary capsules of length
+    about 1 start around 0.5 long and the class capsules' lengths start well inside (0, 1).
+    """
+    for name, value in (("num_caps", num_caps), ("caps_dim", caps_dim), ("num_classes", num_classes),
+                        ("digit_dim", digit_dim), ("pixels", pixels)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    rng = np.random.default_rng(seed)
+    return {"A": rng.normal(0, pixels ** -0.5, (pixels, num_caps * caps_dim)).astype(dtype),
+            "a": np.zeros(num_caps * caps_dim, dtype=dtype),
+            "W": rng.normal(0, 0.5 * caps_dim ** -0.5, (num_caps, num_classes, digit_dim, caps_dim)).astype(dtype)}
+
+
+def _flat_images(params: Params, images: np.ndarray) -> np.ndarray:
+    if not isinstance(images, np.ndarray) or images.ndim < 2:
+        raise ValueError(f"images must be a numpy.ndarray (B, P) or (B, 1, 28, 28), got {getattr(images, 'shape', images)}")
+    x = images.reshape(len(images), -1).astype(params["A"].dtype, copy=False)  # (B, P)
+    if x.shape[1] != params["A"].shape[0]:
+        raise ValueError(f"images must have {params['A'].shape[0]} pixels each, got {x.shape[1]}")
+    return x
+
+
+def forward(params: Params, images: np.ndarray, targets: np.ndarray, num_iterations: int = 3,
+            detach_inner: bool = True) -> tuple[float, np.ndarray, dict]:
+    r"""``(loss, lengths, cache)``: the margin loss (Eq. 4), class-capsule lengths (B, J), and what
+    :func:`backward` needs. ``targets`` are class indices (B,) or multi-hot (B, J)."""
+    x = _flat_images(params, images)  # (B, P)
+    num_caps, _, _, caps_dim = params["W"].shape
+    h = x @ params["A"] + params["a"]  # (B, I*K)
+    u, squashed = nc.squash(h.reshape(len(x), num_caps, caps_dim))  # (B, I, K)  Eq. 1
+    u_hat, predicted = nc.predict(params["W"], u)  # (B, I, J, D)  Eq. 2
+    v, _, routed = nc.dynamic_routing(u_hat, num_iterations, detach_inner)  # (B, J, D)
+    lengths, measured = nc.capsule_lengths(v)  # (B, J)
+    loss, margin = nc.margin_loss(lengths, targets)
+    return loss, lengths, {"x": x, "squash": squashed, "predict": predicted, "routing": routed,
+                           "lengths": measured, "margin": margin}
+
+
+def backward(cache: dict) -> Params:
+    r"""Gradients of the loss with respect to ``A``, ``a`` and ``W``: the forward pass read backwards."""
+    dlengths = nc.margin_loss_backward(cache["margin"])  # (B, J)
+    dv = nc.capsule_lengths_backward(dlengths, cache["lengths"])  # (B, J, D)
+    du_hat = nc.dynamic_routing_backward(dv, cache["routing"])  # (B, I, J, D)
+    dW, du = nc.predict_backward(du_hat, cache["predict"])  # (I, J, D, K), (B, I, K)
+    dh = nc.squash_backward(du, cache["squash"]).reshape(len(du), -1)  # (B, I*K)
+    return {"A": cache["x"].T @ dh, "a": dh.sum(axis=0), "W": dW}
+
+
+def predict_lengths(params: Params, images: np.ndarray, num_iterations: int = 3,
+                    batch_size: int = 1000) -> np.ndarray:
+    r"""Class-capsule lengths (N, J) of ``images``, in batches (no loss, no cache kept)."""
+    x = _flat_images(params, images)  # (N, P)
+    num_caps, _, _, caps_dim = params["W"].shape
+    out = []
+    for start in range(0, len(x), batch_size):
+        h = x[start:start + batch_size] @ params["A"] + params["a"]  # (B, I*K)
+        u, _ = nc.squash(h.reshape(len(h), num_caps, caps_dim))  # (B, I, K)
+        v, _, _ = nc.dynamic_routing(nc.predict(params["W"], u)[0], num_iterations)  # (B, J, D)
+        out.append(nc.capsule_lengths(v)[0])  # (B, J)
+    return np.concatenate(out)  # (N, J)
+
+
+def accuracy(params: Params, images: np.ndarray, labels: np.ndarray, num_iterations: int = 3) -> float:
+    r"""Share of ``images`` whose longest class capsule is their label."""
+    return float((predict_lengths(params, images, num_iterations).argmax(axis=1) == labels).mean())
+
+
+class Adam:
+    r"""Adam (Kingma & Ba 2015, Algorithm 1), updating the arrays of ``params`` in place.
+
+    :math:`m \leftarrow \beta_1 m + (1-\beta_1) g`, :math:`v \leftarrow \beta_2 v + (1-\beta_2) g^2`,
+    :math:`\theta \leftarrow \theta - \alpha\,\hat m / (\sqrt{\hat v} + \epsilon)` with the
+    bias corrections :math:`\hat m = m / (1-\beta_1^t)`, :math:`\hat v = v / (1-\beta_2^t)`.
+    """
+
+    def __init__(self, params: Params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        if not lr > 0:
+            raise ValueError(f"lr must be a positive float, got {lr!r}")
+        self.params, self.lr, self.betas, self.eps, self.t = params, lr, betas, eps, 0
+        self.m = {name: np.zeros_like(p) for name, p in params.items()}
+        self.v = {name: np.zeros_like(p) for name, p in params.items()}
+
+    def step(self, grads: Params) -> None:
+        self.t += 1
+        beta1, beta2 = self.betas
+        for name, p in self.params.items():
+            g = grads[name]
+            self.m[name] = beta1 * self.m[name] + (1 - beta1) * g
+            self.v[name] = beta2 * self.v[name] + (1 - beta2) * g * g
+            m_hat = self.m[name] / (1 - beta1 ** self.t)
+            v_hat = self.v[name] / (1 - beta2 ** self.t)
+            p -= (self.lr * m_hat / (np.sqrt(v_hat) + self.eps)).astype(p.dtype, copy=False)
+
+
+def fit(params: Params, images: np.ndarray, labels: np.ndarray, epochs: int, batch_size: int = 64,
+        lr: float = 2e-3, seed: int = 0, num_iterations: int = 3, detach_inner: bool = True,
+        on_epoch: Callable[[dict], None] | None = None) -> list[dict]:
+    r"""Train ``params`` in place with Adam on shuffled mini-batches; return one record per epoch.
+
+    Each record holds ``epoch``, the mean training ``loss`` and the cumulative training
+    ``seconds`` (time spent in forward, backward and Adam only). ``on_epoch(record)`` is called
+    after each epoch, outside the timed part: evaluate or compare gradients there, and add to
+    the record.
+    """
+    x = _flat_images(params, images)  # (N, P)
+    if len(x) == 0 or labels.shape != (len(x),):
+        raise ValueError(f"labels must be ({len(x)},) class indices for a non-empty images array, got {labels.shape}")
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    rng, optimizer = np.random.default_rng(seed), Adam(params, lr=lr)
+    history, seconds = [], 0.0
+    for epoch in range(1, epochs + 1):
+        start, losses = time.perf_counter(), []
+        order = rng.permutation(len(x))
+        for first in range(0, len(x), batch_size):
+            batch = order[first:first + batch_size]
+            loss, _, cache = forward(params, x[batch], labels[batch], num_iterations, detach_inner)
+            optimizer.step(backward(cache))
+            losses.append(loss)
+        seconds += time.perf_counter() - start
+        record = {"epoch": epoch, "loss": float(np.mean(losses)), "seconds": seconds}
+        if on_epoch is not None:
+            on_epoch(record)
+        history.append(record)
+    return history
