@@ -1,0 +1,687 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 10 — Backpropagation by hand: the capsule layer in NumPy
+#
+# So far autograd computed every gradient for you. In this lesson you compute them yourself: for
+# each piece of a capsule layer — the margin loss, the capsule lengths, the prediction vectors,
+# squash, the softmax and the whole of Procedure 1 — you derive the backward pass on paper, write
+# it in NumPy, and **prove** it correct, against finite differences and against autograd. Then
+# you train a capsule classifier in which not one gradient comes from a framework.
+#
+# One of the implementations this course grew from (haofengac/pyCapsNet) did exactly this "to get
+# a deeper understanding of the structure and the gradient flow" of CapsNet, and warned that
+# routing's backward pass must accumulate gradients from every iteration. It never checked its
+# gradients, and it had errors a check would have caught (a softmax over the wrong axis, routing
+# logits averaged over the batch). A gradient that is slightly wrong still trains, just worse: the
+# only way to know is to check.
+
+# %% [markdown]
+# ## Learning objectives
+#
+# After this lesson you can
+#
+# - draw Procedure 1 unrolled as a computation graph and say why the gradient of the votes
+#   $\hat{\mathbf u}$ is a sum of $2r - 1$ contributions;
+# - write a backward pass as "take the gradient of the output and a cache, return the gradients of
+#   the inputs", and derive the ones of the margin loss, capsule lengths, $\mathbf W\mathbf u$,
+#   the softmax and squash (its Jacobian);
+# - check any gradient with central differences and read the relative error it reports;
+# - train a capsule classifier entirely in NumPy, comparing its gradients with torch's as it goes;
+# - say in numbers what `detach_inner` does to the gradient.
+#
+# ## Prerequisites and time
+#
+# Lessons 01 (squash), 03 (dynamic routing) and 04 (margin loss); the chain rule for vectors
+# (a Jacobian times a vector) and NumPy broadcasting. About 75 minutes. Every computation here
+# takes seconds; training the NumPy classifier takes a few seconds per epoch's worth of images.
+
+# %%
+import inspect
+import time
+
+# %matplotlib inline
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import capsedu
+from capsedu.course.checks.backprop import (
+    check_routing_backward,
+    check_squash_backward,
+    torch_gradients,
+)
+from capsedu.explore.graph import routing_graph
+from capsedu.nets import numpy_caps as nc
+from capsedu.nets import numpy_classifier as ncl
+
+capsedu.set_seed(0)  # seeds Python, NumPy and PyTorch
+rng = np.random.default_rng(0)  # this lesson's NumPy draws
+
+# %% [markdown]
+# ## Build it
+#
+# ### 1. The pattern: a forward that keeps a cache, a backward that reads it
+#
+# Every piece is a pair of functions. The forward returns its output **and a cache** — whatever
+# its backward will need. The backward receives $\partial L/\partial(\text{output})$, the
+# gradient of the final loss with respect to this piece's output (we write it `d<name>`, for
+# example `dv`), and returns the gradients with respect to the piece's inputs. Chained from the
+# loss backwards, these are backpropagation. `capsedu.nets.numpy_caps` follows the same
+# convention with the names of the torch API (`squash`, `dynamic_routing`, `margin_loss`, ...).
+#
+# Start at the end of the network. The **margin loss** (Eq. 4) of lesson 04, for capsule
+# lengths $\ell_k$ (B, J) and targets $T_k \in \{0, 1\}$, averaged over the batch:
+#
+# $$L = \frac1B\sum_b\sum_k T_k \max(0, m^+ - \ell_k)^2 + \lambda\,(1 - T_k)\max(0, \ell_k - m^-)^2$$
+#
+# Each term depends on one $\ell_k$, so the gradient has the lengths' shape:
+# $\partial L/\partial\ell_k = \frac1B\big(-2T_k\max(0, m^+ - \ell_k) + 2\lambda(1-T_k)\max(0, \ell_k - m^-)\big)$.
+
+# %%
+def my_margin_loss(lengths: np.ndarray, targets: np.ndarray, m_pos=0.9, m_neg=0.1, lam=0.5):
+    """Eq. 4, batch mean: lengths (B, J), targets (B,) class indices -> (loss, cache)."""
+    present = np.eye(lengths.shape[1])[targets]  # (B, J) one-hot T
+    short = np.maximum(0.0, m_pos - lengths)  # (B, J)
+    long = np.maximum(0.0, lengths - m_neg)  # (B, J)
+    loss = (present * short ** 2 + lam * (1 - present) * long ** 2).sum(axis=1).mean()
+    return loss, (present, short, long, lam)
+
+
+def my_margin_loss_backward(cache) -> np.ndarray:
+    """dL/dlengths (B, J)."""
+    present, short, long, lam = cache
+    return (-2 * present * short + 2 * lam * (1 - present) * long) / len(present)
+
+
+# %% [markdown]
+# The **capsule lengths** $\ell = \sqrt{\lVert\mathbf v\rVert^2 + \varepsilon}$ (the $\varepsilon$
+# keeps the gradient finite at $\mathbf v = 0$): $\partial\ell/\partial\mathbf v = \mathbf v/\ell$,
+# so the backward scales each capsule by its upstream gradient.
+
+# %%
+def my_lengths(v: np.ndarray, eps: float = 1e-8):
+    """(B, J, D) -> lengths (B, J), cache."""
+    lengths = np.sqrt((v * v).sum(axis=-1) + eps)  # (B, J)
+    return lengths, (v, lengths)
+
+
+def my_lengths_backward(dlengths: np.ndarray, cache) -> np.ndarray:
+    """dL/dv (B, J, D) from dL/dlengths (B, J)."""
+    v, lengths = cache
+    return (dlengths / lengths)[..., None] * v  # (B, J, D)
+
+
+# %% [markdown]
+# ### 2. Checking a gradient: central differences
+#
+# A derivative is a limit, $f'(x) \approx \frac{f(x + h) - f(x - h)}{2h}$ with an error of order
+# $h^2$. To check a backward pass, nudge one input entry up and down, recompute the loss, and
+# compare the slope with what the backward returned. The **relative error**
+# $|a - n| / (|a| + |n|)$ of analytic $a$ and numerical $n$ is scale-free: in float64 with
+# $h = 10^{-6}$ a right gradient gives $10^{-6}$ or less (the worst entries are those whose
+# gradient is nearly 0, where rounding is large relative to it), a wrong term $10^{-2}$ or more.
+# `nc.grad_check` does this for every entry (or a random sample of a large array) and names the
+# worst one. Check the two backward passes above, chained, on small random capsules:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+v = rng.normal(0, 0.4, (4, 10, 16))  # (B, J, D) float64
+labels = np.array([3, 0, 9, 3])
+
+
+def loss_of_v() -> float:
+    return my_margin_loss(my_lengths(v)[0], labels)[0]
+
+
+lengths, length_cache = my_lengths(v)
+loss, margin_cache = my_margin_loss(lengths, labels)
+dv = my_lengths_backward(my_margin_loss_backward(margin_cache), length_cache)  # (B, J, D)
+check = nc.grad_check(loss_of_v, {"v": v}, {"v": dv})
+print(f"{check.checked} entries checked, largest relative error below 1e-6: "
+      f"{check.max_relative_error < 1e-6}")
+
+# %%
+print(f"largest relative error: {check.max_relative_error:.1e} at {check.worst}")
+
+# %% [markdown]
+# Two warnings that save hours. **Check in float64**: in float32 the difference $f(x+h) - f(x-h)$
+# loses most of its digits to rounding, and a right gradient looks wrong:
+
+# %%
+v32 = v.astype(np.float32)
+lengths32, cache32 = my_lengths(v32)
+dv32 = my_lengths_backward(my_margin_loss_backward(my_margin_loss(lengths32, labels)[1]), cache32)
+check32 = nc.grad_check(lambda: float(my_margin_loss(my_lengths(v32)[0], labels)[0]),
+                        {"v": v32}, {"v": dv32}, eps=1e-3)
+print(f"float32, h = 1e-3: largest relative error {check32.max_relative_error:.1e} at {check32.worst}")
+
+# %% [markdown]
+# **Avoid kinks.** $\max(0, \cdot)$ has no derivative where its argument is 0; a central
+# difference that straddles the kink averages two slopes. Random float64 inputs essentially never
+# land within $h$ of one.
+#
+# ### 3. Prediction vectors: two matrix products
+#
+# $\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i$, in einsum notation `"ijdk,bik->bijd"`.
+# Each output entry is a sum of products, so each input's gradient collects the upstream
+# gradient times the *other* factor, summed over whatever the input did not have:
+#
+# - $\partial\mathbf W_{ij} = \sum_b \partial\hat{\mathbf u}_{j|i}\,\mathbf u_i^\top$
+#   (`"bijd,bik->ijdk"`: the batch is summed, because every image used the same $\mathbf W$);
+# - $\partial\mathbf u_i = \sum_j \mathbf W_{ij}^\top\,\partial\hat{\mathbf u}_{j|i}$
+#   (`"bijd,ijdk->bik"`: the J output capsules are summed, because $\mathbf u_i$ voted for all).
+#
+# The rule behind both: **a variable used several times receives the sum of the gradients of its
+# uses.** Routing is that rule applied many times over.
+
+# %%
+def my_predict(W: np.ndarray, u: np.ndarray):
+    """W (I, J, D, K), u (B, I, K) -> u_hat (B, I, J, D), cache."""
+    return np.einsum("ijdk,bik->bijd", W, u), (W, u)
+
+
+def my_predict_backward(du_hat: np.ndarray, cache):
+    """(dW (I, J, D, K), du (B, I, K)) from du_hat (B, I, J, D)."""
+    W, u = cache
+    return np.einsum("bijd,bik->ijdk", du_hat, u), np.einsum("bijd,ijdk->bik", du_hat, W)
+
+
+# %% [markdown]
+# ### 4. Squash's Jacobian, on paper
+#
+# Eq. 1 scales each vector by a number that depends on its squared length $q = \lVert\mathbf s\rVert^2$:
+#
+# $$\mathbf v = g(q)\,\mathbf s,\qquad g(q) = \frac{q}{(1+q)\sqrt{q+\varepsilon}}$$
+#
+# ($\varepsilon$ inside the root, as in lesson 01.) By the product rule, with
+# $\partial q/\partial\mathbf s = 2\mathbf s$, the Jacobian is a scaled identity plus a rank-one
+# term along $\mathbf s$:
+#
+# $$\frac{\partial\mathbf v}{\partial\mathbf s} = g(q)\,\mathbf I + 2\,g'(q)\,\mathbf s\,\mathbf s^\top,
+# \qquad g'(q) = \frac{q + 2\varepsilon - q^2}{2\,(q+\varepsilon)^{3/2}(1+q)^2}.$$
+#
+# The Jacobian is symmetric, so the backward pass is the Jacobian times the upstream gradient —
+# without ever building the D×D matrix:
+#
+# $$\partial\mathbf s = g(q)\,\partial\mathbf v + 2\,g'(q)\,(\mathbf s\cdot\partial\mathbf v)\,\mathbf s .$$
+#
+# $g' > 0$ for short vectors ($q < 1$, squash stretches their length) and $g' < 0$ for long ones:
+# there a longer $\mathbf s$ is scaled down more, and the gradient along $\mathbf s$ almost
+# vanishes — the saturation you saw in lesson 01. Writing this backward is **exercise 1**. Here,
+# the Jacobian itself for one 3-D capsule, built from the formula and compared with autograd's:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+s_one = np.array([0.6, -0.3, 0.9])
+q = s_one @ s_one
+eps = 1e-8
+g = q / ((1 + q) * np.sqrt(q + eps))
+g_prime = (q + 2 * eps - q * q) / (2 * (q + eps) ** 1.5 * (1 + q) ** 2)
+jacobian = g * np.eye(3) + 2 * g_prime * np.outer(s_one, s_one)  # (D, D)
+autograd_jacobian = torch.autograd.functional.jacobian(capsedu.squash, torch.tensor(s_one)).numpy()
+print("Jacobian of squash at s =", s_one, f"(|s| = {np.sqrt(q):.3f}):")
+print(np.array2string(jacobian, precision=4, suppress_small=True))
+print("equal to autograd's:", np.allclose(jacobian, autograd_jacobian, rtol=1e-12, atol=1e-15))
+
+# %% [markdown]
+# ### 5. The softmax, backwards
+#
+# Routing's couplings are $c_{ij} = \operatorname{softmax}_j(b_{ij})$, over the output capsules.
+# Its Jacobian is $\partial c_j/\partial b_k = c_j(\delta_{jk} - c_k)$, so
+#
+# $$\partial b_k = \sum_j \partial c_j\, c_j(\delta_{jk} - c_k) = c_k\Big(\partial c_k - \sum_j c_j\,\partial c_j\Big)$$
+#
+# — the same axis in the backward as in the forward (axis 2, J). Written and checked:
+
+# %%
+def my_softmax_backward(c: np.ndarray, dc: np.ndarray) -> np.ndarray:
+    """db (B, I, J) from dc (B, I, J), for c = softmax(b) over axis 2."""
+    return c * (dc - (c * dc).sum(axis=2, keepdims=True))
+
+
+b_logits, dc = rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5, 3))  # (B, I, J)
+softmax_check = nc.grad_check(lambda: float((nc.softmax(b_logits, axis=2) * dc).sum()), {"b": b_logits},
+                              {"b": my_softmax_backward(nc.softmax(b_logits, axis=2), dc)})
+print(f"softmax backward: largest relative error {softmax_check.max_relative_error:.1e}")
+
+# %% [markdown]
+# ### 6. Routing, backwards: the graph
+#
+# Procedure 1 for $r$ iterations is a loop, but autograd — and you — see it unrolled: every
+# iteration makes new $c$, $\mathbf s$, $\mathbf v$ and $b$, and the votes $\hat{\mathbf u}$ feed
+# all of them.
+
+# %%
+routing_graph(3)
+
+# %% [markdown]
+# Read it backwards, from the loss. The gradient $\partial\mathbf v^{(r)}$ comes through the
+# lengths. Then, for iteration $t = r, r-1, \dots, 1$:
+#
+# 1. through squash: $\partial\mathbf s^{(t)}$ from $\partial\mathbf v^{(t)}$ (section 4);
+# 2. through $\mathbf s^{(t)}_j = \sum_i c^{(t)}_{ij}\hat{\mathbf u}_{j|i}$: the votes receive
+#    $c^{(t)}_{ij}\,\partial\mathbf s^{(t)}_j$, **added** to what they already have; the couplings
+#    receive $\partial c^{(t)}_{ij} = \hat{\mathbf u}_{j|i}\cdot\partial\mathbf s^{(t)}_j$;
+# 3. through the softmax (section 5): $\partial b^{(t)}$ from $\partial c^{(t)}$, **plus** the
+#    gradient $b^{(t)}$ already received from $b^{(t+1)} = b^{(t)} + \hat{\mathbf u}\cdot\mathbf v^{(t)}$;
+# 4. through that agreement, into iteration $t - 1$: the votes receive
+#    $\partial b^{(t)}_{ij}\,\mathbf v^{(t-1)}_j$ (added again), and
+#    $\partial\mathbf v^{(t-1)}_j = \sum_i \partial b^{(t)}_{ij}\,\hat{\mathbf u}_{j|i}$ starts
+#    step 1 of the earlier iteration.
+#
+# Counting: $r$ uses of $\hat{\mathbf u}$ in the sums $\mathbf s^{(t)}$ and $r - 1$ in the
+# agreements, **five contributions** for $r = 3$. Forget one and the gradient is wrong, yet
+# training still runs — the classic silent bug. With `detach_inner=True` (lesson 03, and
+# `capsedu`'s default) the votes of the inner iterations are detached: only the red path remains,
+# step 2 of the last iteration with its couplings held fixed. That backward is two lines:
+
+# %%
+def routing_backward_detached(dv: np.ndarray, cache: dict) -> np.ndarray:
+    """du_hat (B, I, J, D) from dv (B, J, D): through the last iteration's s, its c held fixed."""
+    last = cache["steps"][-1]  # the last iteration's c, v and squash cache
+    ds = nc.squash_backward(dv, last["squash"])  # (B, J, D)
+    return last["c"][..., None] * ds[:, None]  # (B, I, J, D): c_ij * ds_j for every vote
+
+
+# %% [markdown]
+# The cache of `nc.dynamic_routing(u_hat, r, detach_inner)` holds `u_hat`, the setting and one
+# entry per iteration in `cache["steps"]`: that iteration's couplings `"c"` (B, I, J), output
+# `"v"` (B, J, D) and squash cache `"squash"`. The backward through *all* iterations is
+# **exercise 2**.
+#
+# ## Check it
+#
+# Each backward against `capsedu.nets.numpy_caps` (the same computation), against central
+# differences, and — the independent referee — against torch autograd through `capsedu`'s torch
+# versions, in float64:
+
+# %%
+def autograd_routing(u_hat: np.ndarray, dv: np.ndarray, r: int, detach_inner: bool) -> np.ndarray:
+    """d(sum v * dv)/du_hat by torch autograd through capsedu.dynamic_routing."""
+    votes = torch.tensor(u_hat, requires_grad=True)
+    v_t, _ = capsedu.dynamic_routing(votes, r, detach_inner=detach_inner)
+    return torch.autograd.grad((v_t * torch.tensor(dv)).sum(), votes)[0].numpy()
+
+
+W = rng.normal(0, 0.5, (6, 4, 5, 3))  # (I, J, D, K)
+u = rng.normal(0, 1, (2, 6, 3))  # (B, I, K)
+u_hat, predict_cache = my_predict(W, u)  # (B, I, J, D)
+dv_up = rng.normal(size=(2, 4, 5))  # (B, J, D): some upstream gradient
+_, _, routing_cache = nc.dynamic_routing(u_hat, 3, detach_inner=True)
+du_hat = routing_backward_detached(dv_up, routing_cache)
+dW, du = my_predict_backward(du_hat, predict_cache)
+
+W_t, u_t = torch.tensor(W, requires_grad=True), torch.tensor(u, requires_grad=True)
+v_t, _ = capsedu.dynamic_routing(torch.einsum("ijdk,bik->bijd", W_t, u_t), 3, detach_inner=True)
+(v_t * torch.tensor(dv_up)).sum().backward()
+comparisons = {
+    "margin loss + lengths (vs capsedu)": (dv, nc.capsule_lengths_backward(
+        nc.margin_loss_backward(nc.margin_loss(nc.capsule_lengths(v)[0], labels)[1]),
+        nc.capsule_lengths(v)[1])),
+    "predict: dW (vs autograd)": (dW, W_t.grad.numpy()),
+    "predict: du (vs autograd)": (du, u_t.grad.numpy()),
+    "routing, detached (vs autograd)": (du_hat, autograd_routing(u_hat, dv_up, 3, True)),
+    "routing, detached (vs capsedu)": (du_hat, nc.dynamic_routing_backward(dv_up, routing_cache)),
+}
+for name, (mine, reference) in comparisons.items():
+    error = np.abs(mine - reference).max() / np.abs(reference).max()
+    print(f"{name:36s} largest difference / largest entry: {error:.1e}")
+
+# %% [markdown]
+# Differences of $10^{-16}$ are float64 rounding: the same numbers. Note what autograd does *not*
+# check: `capsedu.dynamic_routing` with `detach_inner=True` computes exactly the detached
+# gradient, which is **not** the derivative of the function routing computes. Central
+# differences see the true derivative, so they disagree with both:
+
+# %%
+def routed_loss(detach_inner: bool = True) -> float:
+    return float((nc.dynamic_routing(my_predict(W, u)[0], 3, detach_inner)[0] * dv_up).sum())
+
+
+detached_check = nc.grad_check(routed_loss, {"W": W, "u": u}, {"W": dW, "u": du})
+_, _, full_cache = nc.dynamic_routing(u_hat, 3, detach_inner=False)
+dW_full, du_full = my_predict_backward(nc.dynamic_routing_backward(dv_up, full_cache), predict_cache)
+full_check = nc.grad_check(routed_loss, {"W": W, "u": u}, {"W": dW_full, "u": du_full})
+print(f"detach_inner=True : largest relative error vs central differences "
+      f"{detached_check.max_relative_error:.2f} ({detached_check.worst})")
+print(f"detach_inner=False: largest relative error vs central differences "
+      f"{full_check.max_relative_error:.1e}")
+
+# %% [markdown]
+# With `detach_inner=True` the largest relative error is 1.00 — a relative error of exactly 1
+# means the two numbers have opposite signs or one of them is 0 — while the gradient through
+# every iteration matches the central differences to 7.3e-07. Both backward passes are right for
+# what they compute: the detached one is the exact gradient of routing *with its last couplings
+# held constant*, which is not the function the forward pass computes. Autograd, which only
+# follows the graph it was given, agrees with either; only central differences tell you which
+# function you are differentiating.
+
+# %% [markdown]
+# ## Use capsedu
+#
+# ### A capsule classifier with no framework
+#
+# `capsedu.nets.numpy_classifier` puts the pieces together, using `capsedu.nets.numpy_caps` for
+# each: pixels → a linear layer → 32 primary capsules of 8-D (squashed) → $\hat{\mathbf u} =
+# \mathbf W\mathbf u$ → 3 routing iterations → 10 class capsules of 16-D → lengths → margin
+# loss. The linear layer stands in for lesson 02's convolutions, so that the whole network fits
+# on a screen; Adam is written out too. Its backward is its forward read from the bottom up:
+
+# %%
+print(inspect.getsource(ncl.backward))
+
+# %% [markdown]
+# Before training anything, compare its gradients with autograd's on one batch of real digits.
+# `torch_gradients` builds the same network from `capsedu.squash`, `capsedu.dynamic_routing` and
+# `capsedu.margin_loss`, copies the NumPy weights in, and lets autograd differentiate (float64
+# on both sides):
+
+# %%
+train = capsedu.learner_subset(capsedu.load_mnist("train"))
+train = train.subset(capsedu.choose(learner=len(train), fast=1000), seed=0)  # class-balanced order
+test = capsedu.load_mnist("test")
+train_images = train.images.numpy().reshape(len(train), -1)  # (N, 784) float32 in [0, 1]
+train_labels = train.labels.numpy()
+test = test.subset(capsedu.choose(learner=len(test), fast=1000), seed=0)
+test_images, test_labels = test.images.numpy().reshape(len(test), -1), test.labels.numpy()
+
+# %%
+# NBVAL_CHECK_OUTPUT
+params = ncl.init_params(seed=0)  # float32, as trained
+print({name: p.shape for name, p in params.items()}, f"{sum(p.size for p in params.values()):,} parameters")
+probe_images, probe_labels = train_images[:32], train_labels[:32]
+
+
+def gradient_agreement(params: dict, detach_inner: bool = True) -> dict[str, float]:
+    """Largest |NumPy - autograd| / largest |autograd| per parameter, one batch in float64."""
+    weights64 = {name: p.astype(np.float64) for name, p in params.items()}
+    _, _, cache = ncl.forward(weights64, probe_images.astype(np.float64), probe_labels,
+                              detach_inner=detach_inner)
+    ours = ncl.backward(cache)
+    _, theirs = torch_gradients(weights64, probe_images, probe_labels, detach_inner=detach_inner)
+    return {name: float(np.abs(ours[name] - theirs[name]).max() / np.abs(theirs[name]).max())
+            for name in ours}
+
+
+agreement = gradient_agreement(params)
+print("before training, NumPy vs autograd within 1e-10 for A, a, W:",
+      all(error < 1e-10 for error in agreement.values()))
+
+# %% [markdown]
+# ### Training, entirely in NumPy
+#
+# `ncl.fit` shuffles, runs forward, backward and an Adam step per batch of 64, and after each
+# epoch calls our `on_epoch`, outside the timed part: it measures the test accuracy and compares
+# the gradients with autograd's on the same probe batch again — the weights change, the gradients
+# must still agree.
+
+# %%
+epochs = capsedu.choose(learner=15, fast=2)
+
+
+def after_epoch(record: dict) -> None:
+    record["test_accuracy"] = ncl.accuracy(params, test_images, test_labels)
+    record["gradient_error"] = max(gradient_agreement(params).values())
+    print(f"epoch {record['epoch']:2d}: loss {record['loss']:.4f}, test accuracy "
+          f"{record['test_accuracy']:.2%}, {record['seconds']:.1f} s of training, NumPy vs "
+          f"autograd {record['gradient_error']:.0e}")
+
+
+history = ncl.fit(params, train_images, train_labels, epochs=epochs,
+                  batch_size=64, lr=2e-3, seed=0, on_epoch=after_epoch)
+
+# %%
+def plot_history(history: list[dict]) -> plt.Figure:
+    """Training loss and test accuracy against seconds of training."""
+    seconds = [h["seconds"] for h in history]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+    ax_loss.plot(seconds, [h["loss"] for h in history], "o-")
+    ax_loss.set(xlabel="seconds of training (NumPy, 2 cores)", ylabel="mean margin loss of the epoch",
+                yscale="log", title="Training loss", xlim=(0, None))
+    ax_acc.plot(seconds, [100 * h["test_accuracy"] for h in history], "o-", color="tab:green")
+    ax_acc.axhline(90, color="black", ls=":", lw=1, label="90 %")
+    ax_acc.set(xlabel="seconds of training (NumPy, 2 cores)", ylabel="test accuracy (%)",
+               title=f"Accuracy on {len(test_labels):,} test digits", ylim=(85, 100), xlim=(0, None))
+    ax_acc.legend(loc="lower right")
+    for ax in (ax_loss, ax_acc):
+        ax.grid(alpha=0.3)
+    return fig
+
+
+plot_history(history);
+
+# %%
+final = history[-1]
+first_90 = next((h for h in history if h["test_accuracy"] >= 0.9), None)
+print(f"after {final['epoch']} epochs ({final['seconds']:.1f} s of training on {len(train_labels):,} "
+      f"images): test accuracy {final['test_accuracy']:.2%}; best {max(h['test_accuracy'] for h in history):.2%}")
+print("90 % first reached after " + (f"epoch {first_90['epoch']} ({first_90['seconds']:.1f} s)"
+                                     if first_90 else "no epoch"))
+print(f"largest NumPy-vs-autograd gradient difference over training: "
+      f"{max(h['gradient_error'] for h in history):.0e}")
+
+# %% [markdown]
+# The classifier passes 90 % on the official test split after its first epoch (90.01 %, 0.5 s of
+# training), reaches its best, 94.47 %, after epoch 14, and ends at 94.15 % after 15 epochs and
+# 6.3 s: seconds, not minutes, because it has 241,920 parameters and 32 primary capsules instead
+# of 1,152. The training loss keeps falling while the test accuracy levels off near 94 %: on
+# 5,000 images it starts to memorise. At every epoch its gradients agreed with autograd's to
+# 3e-15 or better, relative to their size — the hand-written backward is right at trained weights
+# too, not only at the initial ones. A linear layer is a weak feature extractor, and the
+# convolutional CapsNets of the earlier lessons do far better; that is the price of a network
+# whose every gradient fits on one screen.
+
+# %% [markdown]
+# ## Explore
+#
+# ### What `detach_inner` does to the gradient, in numbers
+#
+# On the trained classifier and the probe batch, the gradient of every parameter both ways: how
+# far apart (relative to the full gradient's size) and how aligned (cosine similarity):
+
+# %%
+def gradients(params: dict, detach_inner: bool) -> dict[str, np.ndarray]:
+    weights64 = {name: p.astype(np.float64) for name, p in params.items()}
+    _, _, cache = ncl.forward(weights64, probe_images.astype(np.float64), probe_labels,
+                              detach_inner=detach_inner)
+    return ncl.backward(cache)
+
+
+def compare_detach(params: dict, title: str) -> None:
+    detached, full = gradients(params, True), gradients(params, False)
+    for name in full:
+        size, full_size = np.linalg.norm(detached[name]), np.linalg.norm(full[name])
+        difference = np.linalg.norm(detached[name] - full[name]) / full_size
+        cosine = (detached[name] * full[name]).sum() / (size * full_size)
+        print(f"{title}, {name}: |detached - full| / |full| = {difference:.1%}, cosine {cosine:.3f}, "
+              f"|detached| / |full| = {size / full_size:.2f}")
+
+
+compare_detach(ncl.init_params(seed=0), "untrained")
+compare_detach(params, "trained  ")
+
+# %% [markdown]
+# On the untrained network the two gradients are nearly the same (2.0 % to 2.9 % apart, cosine
+# 1.000): its couplings hardly depend on the votes yet. On the trained one they still point in
+# similar directions (cosine 0.896 to 0.946), but the detached gradient is only 0.28 to 0.31 times
+# as long as the full one. Once routing concentrates the couplings, moving a vote also moves the
+# couplings, and that path — the one detaching cuts — carries most of the gradient's size.
+#
+# Does it change what the network learns? The same recipe, same seed and data, trained with the
+# full gradient:
+
+# %%
+params_full = ncl.init_params(seed=0)
+history_full = ncl.fit(params_full, train_images, train_labels, epochs=epochs,
+                       batch_size=64, lr=2e-3, seed=0, detach_inner=False)
+accuracy_full = ncl.accuracy(params_full, test_images, test_labels)
+print(f"detach_inner=True : test accuracy {final['test_accuracy']:.2%} after {final['seconds']:.1f} s")
+print(f"detach_inner=False: test accuracy {accuracy_full:.2%} after {history_full[-1]['seconds']:.1f} s")
+
+# %% [markdown]
+# Adam divides every step by a running estimate of the gradient's own size, so a gradient three
+# times longer barely changes the steps. With the full gradient the classifier ended 0.30 points
+# higher (94.45 % against 94.15 %, one seed each: a different seed could move either by that much)
+# and trained 1.7 times as long (10.9 s against 6.3 s) — the same picture as the three-seed
+# study of the convolutional CapsNet in lesson 03.
+#
+# ### NumPy against torch at the paper's size
+#
+# Is hand-written NumPy slow? Routing at the paper's sizes (I = 1152 votes for J = 10 capsules of
+# 16-D, r = 3) and the paper's batch of 64, forward and backward, float32, best of three runs
+# (`benchmarks/numpy_routing.py` measures more carefully, and the whole layer too). Your
+# timings will differ:
+
+# %%
+def best_time(fn, repeats: int = 3) -> float:
+    """The shortest of ``repeats`` runs of ``fn()`` in seconds (the least disturbed)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+paper_votes = rng.normal(0, 0.05, (64, 1152, 10, 16)).astype(np.float32)  # (B, I, J, D)
+paper_dv = rng.normal(size=(64, 10, 16)).astype(np.float32)  # (B, J, D)
+votes_t = torch.from_numpy(paper_votes).requires_grad_(True)
+
+
+def numpy_routing_step(detach: bool) -> np.ndarray:
+    _, _, cache = nc.dynamic_routing(paper_votes, 3, detach)
+    return nc.dynamic_routing_backward(paper_dv, cache)  # (B, I, J, D)
+
+
+def torch_routing_step(detach: bool) -> torch.Tensor:
+    v_t, _ = capsedu.dynamic_routing(votes_t, 3, detach_inner=detach)
+    return torch.autograd.grad((v_t * torch.from_numpy(paper_dv)).sum(), votes_t)[0]
+
+
+for detach in (True, False):
+    numpy_seconds = best_time(lambda detach=detach: numpy_routing_step(detach))
+    torch_seconds = best_time(lambda detach=detach: torch_routing_step(detach))
+    print(f"detach_inner={detach!s:5s}: NumPy {1000 * numpy_seconds:.0f} ms, torch "
+          f"{1000 * torch_seconds:.0f} ms (NumPy / torch = {numpy_seconds / torch_seconds:.2f})")
+
+# %% [markdown]
+# At the paper's size the NumPy routing took 124 ms against torch's 141 ms with
+# `detach_inner=True`, and 278 ms against 307 ms through every iteration: hand-written NumPy is as
+# fast as `capsedu.dynamic_routing` here. Both do the same operations in the same order on the CPU,
+# and NumPy's `einsum` sums without first building the (B, I, J, D) product that the readable torch
+# version materialises. What NumPy lacks is everything around it: a GPU, autograd for new ideas,
+# and formulations such as the fast path `capsedu.DigitCaps` runs (lesson 03), which never builds
+# $\hat{\mathbf u}$ — `benchmarks/numpy_routing.py` compares the whole layer with it.
+#
+# ### Things to try
+#
+# - Break `my_softmax_backward` on purpose (sum over axis 1) and watch the gradient check of
+#   section 5 fail: how large is the relative error?
+# - Train the NumPy classifier with one routing iteration (`num_iterations=1` in `ncl.fit`): is
+#   routing worth its cost here?
+# - Make the probe batch float32 in `gradient_agreement`: how close do NumPy and torch stay?
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: squash, backwards
+#
+# Write `squash_backward(dv, cache)` for the cache of `nc.squash(s)`, a dict with `"s"` (..., D),
+# `"q"` $=\lVert\mathbf s\rVert^2$ and `"root"` $=\sqrt{q+\varepsilon}$ (both (..., 1)),
+# `"scale"` $= g(q)$ and `"eps"`. Return $\partial\mathbf s$ with the shape of `s`, using the
+# formula of section 4. It must stay finite at $\mathbf s = 0$.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def squash_backward(dv: np.ndarray, cache: dict) -> np.ndarray:
+    ### BEGIN SOLUTION
+    s, q, root, scale, eps = cache["s"], cache["q"], cache["root"], cache["scale"], cache["eps"]
+    g_prime = (q + 2 * eps - q * q) / (2 * root ** 3 * (1 + q) ** 2)  # (..., 1)
+    return scale * dv + 2 * g_prime * (dv * s).sum(axis=-1, keepdims=True) * s
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_squash_backward(squash_backward)  # prints ✅ or a hint
+
+# %% [markdown]
+# ### Exercise 2: routing, backwards through every iteration
+#
+# Write `routing_backward(dv, cache)` for the cache of `nc.dynamic_routing(u_hat, r,
+# detach_inner=False)`: return $\partial\hat{\mathbf u}$ (B, I, J, D), the gradient through
+# *all* iterations, following steps 1–4 of section 6 from the last iteration to the first. Use
+# `nc.squash_backward` and `nc.softmax_backward(c, dc, axis=2)`. Keep two running arrays:
+# `du_hat`, to which every use of the votes adds, and `db`, the gradient reaching the logits
+# from later iterations.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def routing_backward(dv: np.ndarray, cache: dict) -> np.ndarray:
+    ### BEGIN SOLUTION
+    u_hat, steps = cache["u_hat"], cache["steps"]
+    du_hat = np.zeros_like(u_hat)  # (B, I, J, D)
+    db = np.zeros(u_hat.shape[:3])  # (B, I, J): gradient reaching b from later iterations
+    for t in reversed(range(len(steps))):
+        if t < len(steps) - 1:  # v of iteration t fed the agreement of iteration t + 1
+            dv = np.einsum("bij,bijd->bjd", db, u_hat)  # (B, J, D)
+            du_hat += db[..., None] * steps[t]["v"][:, None]
+        ds = nc.squash_backward(dv, steps[t]["squash"])  # (B, J, D)
+        du_hat += steps[t]["c"][..., None] * ds[:, None]
+        dc = np.einsum("bjd,bijd->bij", ds, u_hat)  # (B, I, J)
+        db = db + nc.softmax_backward(steps[t]["c"], dc, axis=2)
+    return du_hat
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+_ = check_routing_backward(routing_backward)  # prints ✅ or a hint
+
+# %% [markdown]
+# With your `routing_backward`, the full gradient of the small problem from *Check it* against
+# autograd without detaching:
+
+# %%
+mine = routing_backward(dv_up, full_cache)
+reference = autograd_routing(u_hat, dv_up, 3, detach_inner=False)
+print(f"largest difference / largest entry: {np.abs(mine - reference).max() / np.abs(reference).max():.1e}")
+
+# %% [markdown]
+# ## Summary
+#
+# - A backward pass takes the gradient of its output and a cache, and returns the gradients of
+#   its inputs; a variable used several times receives the **sum** of its uses' gradients.
+# - Squash's Jacobian is $g\,\mathbf I + 2g'\,\mathbf s\mathbf s^\top$; the softmax's backward is
+#   $c\,(\partial c - \sum_j c\,\partial c)$ over the same axis as the forward.
+# - Unrolled, Procedure 1 uses the votes $2r - 1$ times; the backward through all iterations
+#   walks them from last to first, carrying `db` and adding into `du_hat`. With `detach_inner=True`
+#   only the last iteration's sum remains — the gradient of a different function than the one
+#   routing computes, on purpose.
+# - Check every gradient twice: central differences in float64 (relative error $10^{-6}$ or
+#   less when right, $10^{-2}$ or more for a wrong term) and autograd.
+# - A capsule classifier with no framework — a linear layer, 32 primary capsules, Procedure 1
+#   and the margin loss, 241,920 parameters — reached 90.01 % on the official test split after
+#   one epoch (0.5 s of training) and 94.15 % after 15 epochs (6.3 s), its gradients within
+#   3e-15 of autograd's throughout.
+# - On the trained classifier the detached gradient is about a third as long as the full one
+#   (cosine 0.896 to 0.946); trained both ways, the full gradient ended 0.30 points higher, at
+#   1.7 times the training time.
+#
+# ## What's next
+#
+# Lesson 11 (in preparation) replaces Procedure 1 with EM routing (*Matrix capsules with EM
+# routing*, 2018): capsules with a 4×4 pose matrix and an activation, routed by fitting a
+# mixture of Gaussians to the votes — and the gradient checks of this lesson are how its
+# implementation is tested.
