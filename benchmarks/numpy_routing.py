@@ -25,14 +25,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from capsedu.nets import numpy_caps as nc
-from capsedu.nets.routing import DigitCaps, dynamic_routing
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from speed import interleaved  # noqa: E402 - the same interleaved timing as benchmarks/speed.py
+
+from capsedu.nets import numpy_caps as nc  # noqa: E402
+from capsedu.nets.routing import DigitCaps, dynamic_routing  # noqa: E402
 
 
 def numpy_tasks(W: np.ndarray, u: np.ndarray, g: np.ndarray, detach: bool) -> dict[str, Callable]:
@@ -69,21 +73,6 @@ def torch_tasks(W: np.ndarray, u: np.ndarray, g: np.ndarray, detach: bool) -> di
     return {"routing": routing, "layer": layer}
 
 
-def interleaved(tasks: dict[str, Callable], reps: int) -> dict[str, float]:
-    r"""Median seconds per call; one warm-up call each, then ``reps`` rotating rounds."""
-    names = list(tasks)
-    for name in names:
-        tasks[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(reps):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
-            tasks[name]()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=15, help="timed rounds")
@@ -102,8 +91,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for detach in (True, False):
         ours, theirs = numpy_tasks(W, u, g, detach), torch_tasks(W, u, g, detach)
         np.testing.assert_allclose(ours["routing"](), theirs["routing"]().numpy(), rtol=1e-3, atol=1e-6)
-        times = interleaved({f"numpy {k}": f for k, f in ours.items()}
-                            | {f"torch {k}": f for k, f in theirs.items()}, args.reps)
+        runs = interleaved({f"numpy {k}": f for k, f in ours.items()}
+                           | {f"torch {k}": f for k, f in theirs.items()}, args.reps)
+        times = {name: statistics.median(seconds) for name, seconds in runs.items()}
         for what in ("routing", "layer"):
             numpy_ms, torch_ms = 1000 * times[f"numpy {what}"], 1000 * times[f"torch {what}"]
             results[f"{what} detach_inner={detach}"] = numpy_ms / torch_ms
