@@ -29,7 +29,7 @@ lab: install
 
 # Unit tests, then every notebook executed by nbval in the fast profile.
 test: install
-	CAPSEDU_FAST=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider
+	CAPSEDU_FAST=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider --durations=30
 
 unit: install
 	$(PY) -m pytest tests

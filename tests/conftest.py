@@ -12,6 +12,17 @@ import capsedu
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+# Lesson numbers follow the course's plan; a number may be missing only while its lesson is
+# announced as in preparation (the lesson before it points to it).
+LESSONS_IN_PREPARATION = {9: "MultiMNIST"}
+
+
+def lesson_numbers_follow_the_plan(numbers: list[int]) -> str:
+    r"""'' when ``numbers`` rise from 0 with gaps only at lessons in preparation, else what is wrong."""
+    if numbers != sorted(set(numbers)):
+        return f"lesson numbers must rise, each once: {numbers}"
+    gaps = set(range(max(numbers) + 1)) - set(numbers) - set(LESSONS_IN_PREPARATION)
+    return f"lesson numbers missing: {sorted(gaps)}" if gaps else ""
 
 # Unit tests use tiny tensors: one intra-op thread is faster and never oversubscribes a busy CPU.
 torch.set_num_threads(1)

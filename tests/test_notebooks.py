@@ -9,7 +9,7 @@ import re
 
 import jupytext
 import pytest
-from conftest import REPO
+from conftest import REPO, lesson_numbers_follow_the_plan
 
 NOTEBOOKS = REPO / "notebooks"
 SOURCES = NOTEBOOKS / "src"  # the py:percent sources, paired by notebooks/jupytext.toml
@@ -25,17 +25,10 @@ def markdown_headings(notebook) -> list[str]:
             for line in cell.source.splitlines() if line.startswith("#")]
 
 
-# Lesson numbers follow the course's plan; a number may be missing only while its lesson is
-# announced as in preparation (lesson 08 points to it).
-IN_PREPARATION = {9: "MultiMNIST"}
-
-
 def test_the_core_lessons_exist_in_order():
     assert LESSONS[: len(CORE_LESSONS)] == CORE_LESSONS
-    numbers = [int(name[:2]) for name in LESSONS]
-    assert len(set(numbers)) == len(numbers), "two lessons share a number"
-    gaps = set(range(max(numbers) + 1)) - set(numbers)
-    assert gaps <= set(IN_PREPARATION), f"lesson numbers missing: {sorted(gaps - set(IN_PREPARATION))}"
+    problem = lesson_numbers_follow_the_plan([int(name[:2]) for name in LESSONS])
+    assert not problem, problem
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
