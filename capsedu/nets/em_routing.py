@@ -123,7 +123,16 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
     """
     _check(votes, activations, beta_u, beta_a)
     require_int("num_iterations", num_iterations, minimum=1)
-    lambdas = _temperatures(inverse_temperature, num_iterations)
+    return em_routing_unchecked(votes, activations, beta_u, beta_a,
+                                _temperatures(inverse_temperature, num_iterations), eps)
+
+
+def em_routing_unchecked(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
+                         beta_a: torch.Tensor, lambdas: Sequence[float],
+                         eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r""":func:`em_routing` without its input checks, one λ per iteration: for the network's layers,
+    whose input was checked where it entered (a NaN scan per layer would be a full pass)."""
+    num_iterations = len(lambdas)
     batch, num_in, num_out, _ = votes.shape
     R = votes.new_full((batch, num_in, num_out), 1.0 / num_out)  # (B, I, J)
     for t, lam in enumerate(lambdas):
