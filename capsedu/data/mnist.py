@@ -31,14 +31,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.utils.data import Dataset
-from torchvision.datasets import MNIST
-from torchvision.datasets.mnist import read_image_file, read_label_file
-from torchvision.datasets.utils import check_integrity, extract_archive
 
 DATA_ENV = "CAPSEDU_DATA"
 FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
          "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
-MD5 = {name.removesuffix(".gz"): md5 for name, md5 in MNIST.resources}
 OFFLINE_TEST_PER_CLASS = 100
 OFFLINE_PARTS = ("train", "test", "all")
 LEARNER_TRAIN_IMAGES = 5_000
@@ -83,13 +79,22 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
 
 
 def _read_idx(path: Path, kind: str) -> torch.Tensor:
-    r"""Read one IDX file (``.gz`` checked against its MD5 first) with torchvision's readers."""
+    r"""Read one IDX file (``.gz`` checked against its MD5 first) with torchvision's readers.
+
+    torchvision is imported here, not at the top: importing it costs about 7 s on a 2-core
+    machine (it loads ``torch._dynamo``), which every kernel that imports ``capsedu`` would pay.
+    """
+    from torchvision.datasets import MNIST
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+    from torchvision.datasets.utils import check_integrity, extract_archive
+
+    md5 = {name.removesuffix(".gz"): checksum for name, checksum in MNIST.resources}
     reader = read_image_file if kind == "images" else read_label_file
     advice = "delete it (and its pair) so it is downloaded again, or point CAPSEDU_DATA at a good copy"
     try:
         if path.suffix != ".gz":
             return reader(str(path))
-        if not check_integrity(str(path), MD5[path.name.removesuffix(".gz")]):
+        if not check_integrity(str(path), md5[path.name.removesuffix(".gz")]):
             raise DataFileError(f"{path} fails its MD5 checksum (corrupt or truncated): {advice}")
         with tempfile.TemporaryDirectory() as tmp:
             return reader(extract_archive(str(path), tmp))
@@ -127,6 +132,8 @@ def _from_files(images_path: Path, labels_path: Path) -> tuple[torch.Tensor, tor
 
 def _download(root: Path, split: str) -> tuple[torch.Tensor, torch.Tensor] | None:
     r"""torchvision's download into ``root``; None when there is no network or no write access."""
+    from torchvision.datasets import MNIST
+
     try:
         dataset = MNIST(str(root), train=split == "train", download=True)
     except Exception:  # no network, read-only root, server down: fall through to the offline subset
