@@ -10,11 +10,14 @@ STAMP  := $(VENV)/.capsedu-installed
 
 install: $(STAMP)
 
-# uv (from PyPI) installs torch in seconds from its cache; plain pip is the fallback.
+# uv (from PyPI) installs torch in seconds from its cache; plain pip is the fallback. Both
+# compile the bytecode at install time (uv only when asked): where PYTHONDONTWRITEBYTECODE is set,
+# as on the course machines, every kernel would otherwise compile torch anew (import torch
+# 4.2 s instead of 2.1 s on 2 cores).
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if $(PY) -m pip install --quiet --disable-pip-version-check uv; then \
-		$(VENV)/bin/uv pip install --python $(PY) -e ".[dev]"; \
+		$(VENV)/bin/uv pip install --python $(PY) --compile-bytecode -e ".[dev]"; \
 	else \
 		$(PY) -m pip install -e ".[dev]"; \
 	fi
