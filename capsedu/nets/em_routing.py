@@ -81,25 +81,31 @@ def _check(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
 
 def m_step(R: torch.Tensor, activations: torch.Tensor, votes: torch.Tensor, beta_u: torch.Tensor,
            beta_a: torch.Tensor, inverse_temperature: float,
-           eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""``(mu, sigma_sq, logit)``: the Gaussians' means and variances (B, J, H) and the output
-    activations' logits :math:`\lambda(\beta_{a,j} - \sum_h \text{cost}_{jh})` (B, J); a_j = sigmoid(logit)."""
-    R_weighted = R * activations.unsqueeze(-1)  # (B, I, J)  R'_ij = R_ij a_i, not renormalised
-    mass = R_weighted.sum(dim=1).unsqueeze(-1)  # (B, J, 1)  sum_i R'_ij
-    mu = torch.einsum("bij,bijh->bjh", R_weighted, votes) / (mass + eps)  # (B, J, H)
-    deviation_sq = (votes - mu.unsqueeze(1)) ** 2  # (B, I, J, H)
-    sigma_sq = torch.einsum("bij,bijh->bjh", R_weighted, deviation_sq) / (mass + eps) + eps  # (B, J, H)
+           eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""The M-step in the routing's inner layout: R (B, J, I), votes (B, J, I, H).
+
+    Returns ``(mu, sigma_sq, logit, deviation_sq)``: the Gaussians' means and variances (B, J, H),
+    the output activations' logits :math:`\lambda(\beta_{a,j} - \sum_h \text{cost}_{jh})` (B, J)
+    (a_j = sigmoid(logit)), and :math:`(V_{ijh} - \mu_{jh})^2` (B, J, I, H), which the E-step reuses.
+    """
+    R_weighted = R * activations.unsqueeze(1)  # (B, J, I)  R'_ij = R_ij a_i, not renormalised
+    mass = R_weighted.sum(dim=2, keepdim=True)  # (B, J, 1)  sum_i R'_ij
+    weights = R_weighted.unsqueeze(2)  # (B, J, 1, I): each sum over i is a batched matrix product
+    mu = (weights @ votes).squeeze(2) / (mass + eps)  # (B, J, H)
+    deviation_sq = (votes - mu.unsqueeze(2)).square()  # (B, J, I, H)
+    sigma_sq = (weights @ deviation_sq).squeeze(2) / (mass + eps) + eps  # (B, J, H)
     cost = (beta_u.view(1, -1, 1) + 0.5 * torch.log(sigma_sq)) * mass  # (B, J, H)
     logit = inverse_temperature * (beta_a.view(1, -1) - cost.sum(dim=-1))  # (B, J)
-    return mu, sigma_sq, logit
+    return mu, sigma_sq, logit, deviation_sq
 
 
-def e_step(votes: torch.Tensor, mu: torch.Tensor, sigma_sq: torch.Tensor,
-           logit: torch.Tensor) -> torch.Tensor:
-    r"""New assignments R (B, I, J): softmax over j of log a_j + log p_ij."""
-    log_p = -0.5 * ((votes - mu.unsqueeze(1)) ** 2 / sigma_sq.unsqueeze(1)
-                    + torch.log(sigma_sq).unsqueeze(1) + LOG_2PI).sum(dim=-1)  # (B, I, J)
-    return torch.softmax(F.logsigmoid(logit).unsqueeze(1) + log_p, dim=2)  # (B, I, J)
+def e_step(deviation_sq: torch.Tensor, sigma_sq: torch.Tensor, logit: torch.Tensor) -> torch.Tensor:
+    r"""New assignments R (B, J, I): softmax over j of log a_j + log p_ij, from the M-step's
+    squared deviations (B, J, I, H) and variances (B, J, H)."""
+    scaled = (deviation_sq @ sigma_sq.reciprocal().unsqueeze(-1)).squeeze(-1)  # (B, J, I) sum_h (V-mu)^2/sigma^2
+    log_norm = torch.log(sigma_sq).sum(dim=-1, keepdim=True) + sigma_sq.shape[-1] * LOG_2PI  # (B, J, 1)
+    log_p = -0.5 * (scaled + log_norm)  # (B, J, I)
+    return torch.softmax(F.logsigmoid(logit).unsqueeze(-1) + log_p, dim=1)  # (B, J, I): over j
 
 
 def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
@@ -123,20 +129,27 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
     """
     _check(votes, activations, beta_u, beta_a)
     require_int("num_iterations", num_iterations, minimum=1)
-    return em_routing_unchecked(votes, activations, beta_u, beta_a,
-                                _temperatures(inverse_temperature, num_iterations), eps)
+    lambdas = _temperatures(inverse_temperature, num_iterations)
+    mu, a_out, R = em_routing_unchecked(votes.transpose(1, 2).contiguous(), activations, beta_u,
+                                        beta_a, lambdas, eps)
+    return mu, a_out, R.transpose(1, 2)  # R back to (B, I, J)
 
 
 def em_routing_unchecked(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
                          beta_a: torch.Tensor, lambdas: Sequence[float],
                          eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r""":func:`em_routing` without its input checks, one λ per iteration: for the network's layers,
-    whose input was checked where it entered (a NaN scan per layer would be a full pass)."""
-    num_iterations = len(lambdas)
-    batch, num_in, num_out, _ = votes.shape
-    R = votes.new_full((batch, num_in, num_out), 1.0 / num_out)  # (B, I, J)
+    r""":func:`em_routing` without its input checks, for the network's layers (a NaN scan per layer
+    would be a full pass), in the inner layout: ``votes`` (B, J, I, H), one λ per iteration; returns
+    mu (B, J, H), a_out (B, J) and R (B, J, I).
+
+    The output capsule j leads so that every sum over the inputs i is a batched matrix product
+    over (B, J) with no copy of the votes, and the squared deviations of an iteration's M-step are
+    reused by its E-step.
+    """
+    batch, num_out, num_in, _ = votes.shape
+    R = votes.new_full((batch, num_out, num_in), 1.0 / num_out)  # (B, J, I)
     for t, lam in enumerate(lambdas):
-        mu, sigma_sq, logit = m_step(R, activations, votes, beta_u, beta_a, lam, eps)
-        if t < num_iterations - 1:
-            R = e_step(votes, mu, sigma_sq, logit)  # (B, I, J)
+        mu, sigma_sq, logit, deviation_sq = m_step(R, activations, votes, beta_u, beta_a, lam, eps)
+        if t < len(lambdas) - 1:
+            R = e_step(deviation_sq, sigma_sq, logit)  # (B, J, I)
     return mu, torch.sigmoid(logit), R

@@ -97,8 +97,8 @@ class ConvMatrixCaps(nn.Module):
         pose_patches = self._patches(poses.permute(0, 1, 4, 2, 3).reshape(n, t * 16, h, w))  # (N, L, K, K, T*16)
         pose_patches = pose_patches.reshape(n, -1, k, k, t, 16)  # (N, L, K, K, T_in, 16)
         act_patches = self._patches(activations)  # (N, L, K, K, T_in)
-        votes = _matmul4(pose_patches, self.W, "nlxytpq,xytcqr->nlxytcpr")  # (N, L, K, K, T_in, T_out, 16)
-        votes = votes.reshape(-1, k * k * t, self.out_types, 16)  # (N*L, I, J, 16)
+        votes = _matmul4(pose_patches, self.W, "nlxytpq,xytcqr->nlcxytpr")  # (N, L, T_out, K, K, T_in, 16)
+        votes = votes.reshape(-1, self.out_types, k * k * t, 16)  # (N*L, J, I, 16): routing's layout
         mu, a_out, _ = em_routing_unchecked(votes, act_patches.reshape(-1, k * k * t),
                                             self.beta_u, self.beta_a, self.lambdas)
         mu = mu.view(n, out_h, out_w, self.out_types, 16).permute(0, 3, 1, 2, 4)  # (N, T_out, H', W', 16)
@@ -130,7 +130,8 @@ class ClassMatrixCaps(nn.Module):
         return votes.reshape(n, t * h * w, self.num_classes, 16)  # (N, I, J, 16)
 
     def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mu, a_out, _ = em_routing_unchecked(self.votes(poses), activations.reshape(len(poses), -1),
+        votes = self.votes(poses).transpose(1, 2).contiguous()  # (N, J, I, 16): routing's layout
+        mu, a_out, _ = em_routing_unchecked(votes, activations.reshape(len(poses), -1),
                                             self.beta_u, self.beta_a, self.lambdas)
         return mu, a_out  # (N, J, 16), (N, J)
 
