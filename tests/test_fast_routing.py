@@ -102,3 +102,16 @@ def test_predict_equals_per_capsule_matrix_products(rng):
 def test_digit_caps_rejects_bad_input(u, iterations, error, match):
     with pytest.raises(error, match=match):
         DigitCaps(6, 4, 3, 5)(u, iterations)
+
+
+def test_a_second_backward_through_the_same_graph_raises_not_lies(rng):
+    """The backward writes W^T ds into the saved x; a retained graph must not reuse it silently."""
+    W = (0.3 * torch.randn(6, 3, 4, 2, generator=rng)).requires_grad_()
+    u = torch.randn(2, 6, 2, generator=rng)
+    v, _ = predict_and_route(W, u, 3)
+    loss = v.square().sum()
+    (first,) = torch.autograd.grad(loss, W, retain_graph=True)
+    with pytest.raises(RuntimeError, match="inplace operation"):
+        torch.autograd.grad(loss, W)
+    v_again, _ = predict_and_route(W, u, 3)
+    torch.testing.assert_close(torch.autograd.grad(v_again.square().sum(), W)[0], first)
