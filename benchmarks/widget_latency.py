@@ -1,4 +1,4 @@
-r"""Latency of the explorers of lessons 03, 07 and 08: from a slider change to the redrawn figure (PNG in the widget).
+r"""Latency of the explorers of lessons 03, 07, 08 and 09: from a control's change to the redrawn figure (PNG in the widget).
 
 Each measurement sets one control's ``value`` exactly as the browser would (the ipywidgets
 ``observe`` callbacks run synchronously), so the time covers the whole update: decoding or routing,
@@ -6,7 +6,8 @@ moving the figure's artists, drawing the figure with Agg and encoding the PNG pu
 ``ipywidgets.Image``. Not included: the transfer of the PNG to the browser and its paint (on a
 local JupyterLab a few milliseconds for these 30-60 kB images).
 
-Goals (issue 4): routing <= 150 ms, perturbation and transform <= 100 ms, median and 95th percentile.
+Goals (issues 4 and 18): routing <= 150 ms; perturbation, transform and pair <= 100 ms, median and 95th
+percentile.
 On a shared machine the wall time is inflated by other processes: the load average is printed
 next to every figure, and so is the process CPU time per update.
 
@@ -29,6 +30,8 @@ from collections.abc import Callable
 import torch
 
 import capsedu
+from capsedu.data.multimnist import MultiMNIST
+from capsedu.explore.pairs import pair_explorer
 from capsedu.explore.transform_explorer import transform_explorer
 from capsedu.explore.widgets import perturbation_explorer, routing_explorer
 
@@ -99,6 +102,15 @@ def main() -> None:
     moves = [lambda i=i: setattr(turn.angle, "value", -60 + (37 * i) % 121) for i in range(args.repeats)]
     time_moves(moves[:5])
     print(summary("transform", *time_moves(moves), goal=100) + "  (both networks and the decoder)")
+
+    pairs = MultiMNIST(data, 1_000, seed=0)
+    pair = pair_explorer(capsedu.pretrained("multimnist"), pairs)
+    moves = [lambda i=i: setattr(pair.first, "value", (3 * i) % 10) for i in range(args.repeats)]
+    time_moves(moves[:5])
+    print(summary("pair capsule", *time_moves(moves), goal=100) + "  (two reconstructions)")
+    index_moves = [lambda i=i: setattr(pair.index, "value", 10 + i) for i in range(args.repeats)]
+    time_moves(index_moves[:5])
+    print(summary("pair", *time_moves(index_moves), goal=100) + "  (new pair: encoded, routed, decoded)")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ The package reads as the course's architecture:
 
 * :mod:`capsedu.nets` - the networks and their pieces (squash, primary capsules, routing,
   losses, the CapsNet, the registry of network kinds);
-* :mod:`capsedu.data` - MNIST with and without a network;
+* :mod:`capsedu.data` - MNIST with and without a network, transformed digits, MultiMNIST;
 * :mod:`capsedu.training` - the training loop, checkpoints, seeding and run profiles;
 * :mod:`capsedu.zoo` - the shipped trained networks and the recipes that trained them;
 * :mod:`capsedu.explore` - probes, figures and widgets for looking inside trained networks;
@@ -22,9 +22,11 @@ from capsedu.data.mnist import (
     load_offline,
     random_shift,
 )
+from capsedu.data.multimnist import FreshPairs, MultiMNIST, PairTargets
 from capsedu.nets.capsnet import CapsNet, CapsNetConfig, CapsNetOutput, capsnet_loss, mask_capsules
 from capsedu.nets.cnn import BaselineCNN, CNNConfig
 from capsedu.nets.losses import margin_loss, reconstruction_loss
+from capsedu.nets.multi_digit import pair_accuracy
 from capsedu.nets.primary import PrimaryCaps
 from capsedu.nets.registry import Loss, NetworkConfig, register_network
 from capsedu.nets.routing import DigitCaps, dynamic_routing
@@ -45,10 +47,10 @@ __version__ = "0.2.0"
 
 __all__ = [
     "BaselineCNN", "CNNConfig", "CapsNet", "CapsNetConfig", "CapsNetOutput", "CheckpointError", "DataFileError", "DigitCaps",
-    "Loss", "MNISTData", "NetworkConfig", "PrimaryCaps", "capsnet_loss", "choose",
+    "FreshPairs", "Loss", "MNISTData", "MultiMNIST", "NetworkConfig", "PairTargets", "PrimaryCaps", "capsnet_loss", "choose",
     "default_device", "deterministic_algorithms", "dynamic_routing",
     "eval_mode", "evaluate", "fast_profile", "fit", "learner_subset", "load_checkpoint",
-    "load_mnist", "load_offline", "margin_loss", "mask_capsules", "predict", "pretrained",
+    "load_mnist", "load_offline", "margin_loss", "mask_capsules", "pair_accuracy", "predict", "pretrained",
     "pretrained_metrics", "random_shift", "reconstruction_loss", "register_network",
     "save_checkpoint", "set_seed", "squash",
 ]

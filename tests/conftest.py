@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 # Lesson numbers follow the course's plan; a number may be missing only while its lesson is
 # announced as in preparation (the lesson before it points to it).
-LESSONS_IN_PREPARATION = {9: "MultiMNIST"}
+LESSONS_IN_PREPARATION: dict[int, str] = {}
 
 
 def lesson_numbers_follow_the_plan(numbers: list[int]) -> str:

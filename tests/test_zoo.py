@@ -12,6 +12,7 @@ from capsedu.zoo.shipped import WEIGHTS_DIR, available, sha256
 from capsedu.zoo.train import RECIPES
 
 SHIPPED = available()
+FIRST_TEST_PAIRS = [[6044, 9035], [8239, 9449], [4933, 6115]]  # indices into the official test split
 
 
 @pytest.fixture
@@ -76,9 +77,26 @@ def test_missing_and_inconsistent_files_give_clear_errors(weights_copy):
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_accuracy_is_what_the_weights_really_score(shared_data, name):
-    """Re-measure the recorded accuracy on the whole official test split."""
+    """Re-measure the recorded accuracy on the whole official test split (MultiMNIST networks:
+    on the course's fixed 10,000 test pairs drawn from it)."""
     test = load_mnist("test", root=shared_data, download=False, verbose=False)
     assert len(test) == 10_000
+    metrics = pretrained_metrics(name)
+    if RECIPES[name].pairs:
+        pairs = capsedu.zoo.train.test_pairs(test, RECIPES[name])
+        scores = capsedu.pair_accuracy(pretrained(name), pairs)
+        assert len(pairs) == 10_000
+        assert scores["both"] == pytest.approx(metrics["test_accuracy"], abs=1e-4)
+        assert scores["at_least_one"] == pytest.approx(metrics["test_at_least_one"], abs=1e-4)
+        return
     loader = torch.utils.data.DataLoader(test, batch_size=200)
     accuracy = capsedu.evaluate(pretrained(name), loader)["accuracy"]
-    assert accuracy == pytest.approx(pretrained_metrics(name)["test_accuracy"], abs=1e-4)
+    assert accuracy == pytest.approx(metrics["test_accuracy"], abs=1e-4)
+
+
+def test_the_multimnist_test_pairs_are_fixed(shared_data):
+    """The same pairs on every machine with the official split: a fingerprint of the first ones."""
+    test = load_mnist("test", root=shared_data, download=False, verbose=False)
+    pairs = capsedu.zoo.train.test_pairs(test, RECIPES["multimnist"])
+    assert pairs.pairs[:3].tolist() == FIRST_TEST_PAIRS
+    assert (pairs.shifts.abs() <= 4).all() and pairs.canvas == 36 and pairs.merge == "clip"

@@ -222,6 +222,32 @@ def learner_subset(data: MNISTData, limit: int = LEARNER_TRAIN_IMAGES, seed: int
     return data if len(data) <= limit else data.subset(limit, seed=seed)
 
 
+def translate(images: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    r"""Move each image by its own whole-pixel offset, filling with zeros (what leaves the frame is lost).
+
+    Args:
+        images: (B, C, H, W).
+        offsets: (B, 2) integers (dx, dy), right and down positive.
+    Returns:
+        (B, C, H, W).
+    """
+    if not isinstance(images, torch.Tensor) or images.dim() != 4:
+        raise ValueError(f"images must be a 4-D tensor (B, C, H, W), got {getattr(images, 'shape', images)}")
+    if (not isinstance(offsets, torch.Tensor) or offsets.shape != (len(images), 2)
+            or offsets.is_floating_point()):
+        raise ValueError(f"offsets must be an integer tensor (B, 2) = ({len(images)}, 2) of (dx, dy), "
+                         f"got {getattr(offsets, 'shape', offsets)}")
+    batch, channels, height, width = images.shape
+    pad = int(offsets.abs().max()) if offsets.numel() else 0
+    padded = torch.nn.functional.pad(images, [pad] * 4)  # (B, C, H+2p, W+2p)
+    offsets = offsets.to(images.device)
+    rows = (pad - offsets[:, 1, None]) + torch.arange(height, device=images.device)  # (B, H)
+    cols = (pad - offsets[:, 0, None]) + torch.arange(width, device=images.device)  # (B, W)
+    b = torch.arange(batch, device=images.device)[:, None, None, None]
+    c = torch.arange(channels, device=images.device)[None, :, None, None]
+    return padded[b, c, rows[:, None, :, None], cols[:, None, None, :]]  # (B, C, H, W)
+
+
 def random_shift(images: torch.Tensor, max_shift: int = 2, generator: torch.Generator | None = None,
                  *, return_offsets: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""Shift each image by up to ``max_shift`` pixels in x and y, zero-padding (the paper's augmentation).
@@ -236,14 +262,7 @@ def random_shift(images: torch.Tensor, max_shift: int = 2, generator: torch.Gene
         raise ValueError(f"images must be a 4-D tensor (B, C, H, W), got {getattr(images, 'shape', images)}")
     if isinstance(max_shift, bool) or not isinstance(max_shift, int) or max_shift < 0:
         raise ValueError(f"max_shift must be an int >= 0, got {max_shift!r}")
-    batch, channels, height, width = images.shape
-    padded = torch.nn.functional.pad(images, [max_shift] * 4)  # (B, C, H+2s, W+2s)
-    offsets = torch.randint(0, 2 * max_shift + 1, (2, batch), generator=generator).to(images.device)
-    rows = offsets[0, :, None] + torch.arange(height, device=images.device)  # (B, H)
-    cols = offsets[1, :, None] + torch.arange(width, device=images.device)  # (B, W)
-    b = torch.arange(batch, device=images.device)[:, None, None, None]
-    c = torch.arange(channels, device=images.device)[None, :, None, None]
-    shifted = padded[b, c, rows[:, None, :, None], cols[:, None, None, :]]  # (B, C, H, W)
-    if not return_offsets:
-        return shifted
-    return shifted, torch.stack([max_shift - offsets[1], max_shift - offsets[0]], dim=1)  # (B, 2)
+    draws = torch.randint(0, 2 * max_shift + 1, (2, len(images)), generator=generator)  # (2, B)
+    offsets = torch.stack([max_shift - draws[1], max_shift - draws[0]], dim=1)  # (B, 2) (dx, dy)
+    shifted = translate(images, offsets)  # (B, C, H, W)
+    return (shifted, offsets) if return_offsets else shifted

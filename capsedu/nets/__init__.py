@@ -11,6 +11,7 @@ module                what it holds                                             
 ``capsnet``           ``CapsNetConfig``, ``CapsNet``, masking, its loss              05, 06
 ``registry``          network kinds: what fit, checkpoints and the zoo use           06
 ``cnn``               ``BaselineCNN``: the CNN the CapsNet is compared with          08
+``multi_digit``       two overlapping digits: the two-digit loss and accuracy        09
 ``numpy_caps``        the capsule layer in NumPy, forward and backward               10
 ``numpy_classifier``  a capsule classifier trained in NumPy only                     10
 ``em_routing``        EM routing between matrix capsules (2018)                      11

@@ -17,7 +17,9 @@ import torch
 from torch import nn
 
 from capsedu._validate import require_images, require_labels, require_tensor
+from capsedu.data.multimnist import PairTargets
 from capsedu.nets.losses import margin_loss_unchecked, reconstruction_loss
+from capsedu.nets.multi_digit import two_digit_loss
 from capsedu.nets.primary import PrimaryCaps
 from capsedu.nets.registry import Loss, NetworkConfig
 from capsedu.nets.routing import DigitCaps
@@ -160,8 +162,14 @@ class CapsNet(nn.Module):
         r"""Images (B, C, H, W) -> the digit capsules' lengths (B, J), each in [0, 1)."""
         return self.digits(self.encode(x))[0].norm(dim=-1)  # (B, J)
 
-    def loss(self, images: torch.Tensor, labels: torch.Tensor) -> Loss:
-        r"""Margin loss + ``config.recon_weight`` x reconstruction loss, and the number right."""
+    def loss(self, images: torch.Tensor, labels: torch.Tensor | PairTargets) -> Loss:
+        r"""Margin loss + ``config.recon_weight`` x reconstruction loss, and the number right.
+
+        With MultiMNIST's :class:`~capsedu.data.multimnist.PairTargets`: the two-digit loss of
+        :func:`~capsedu.nets.multi_digit.two_digit_loss` (both digits reconstructed, each alone).
+        """
+        if isinstance(labels, PairTargets):
+            return two_digit_loss(self, images, labels)
         value, lengths = capsnet_loss(self, images, labels, self.config.recon_weight)
         return Loss(value, (lengths.argmax(dim=1) == labels).sum())
 

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from capsedu._validate import require_images
+from capsedu.data.multimnist import PairTargets
 from capsedu.nets.registry import Loss, NetworkConfig
 
 
@@ -112,6 +113,10 @@ class BaselineCNN(nn.Module):
     def loss(self, images: torch.Tensor, targets: torch.Tensor) -> Loss:
         r"""Cross-entropy with class indices (B,); binary cross-entropy with multi-hot (B, J) targets
         when ``multi_label``, where an image is right when its top classes are exactly its labels."""
+        if isinstance(targets, PairTargets):  # MultiMNIST: the multi-hot classes
+            if not self.config.multi_label:
+                raise ValueError("two-digit targets (PairTargets) need a CNNConfig with multi_label=True")
+            targets = targets.multi_hot
         logits = self(images)  # (B, J)
         if not self.config.multi_label:
             return Loss(nn.functional.cross_entropy(logits, targets), (logits.argmax(1) == targets).sum())

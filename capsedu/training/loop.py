@@ -45,6 +45,8 @@ def to_device(value: Any, device: torch.device) -> Any:
         return value.to(device, non_blocking=True)
     if isinstance(value, dict):
         return {key: to_device(item, device) for key, item in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple, e.g. PairTargets
+        return type(value)(*(to_device(item, device) for item in value))
     if isinstance(value, (tuple, list)):
         return type(value)(to_device(item, device) for item in value)
     return value

@@ -100,8 +100,9 @@ live = test.subset(min(n_live, len(test)), seed=0)  # class-balanced, seeded
 
 # %%
 print(cnn)
-for name, recipe in RECIPES.items():
-    same = {k: v for k, v in vars(recipe).items() if k not in ("kind", "config")}
+for name in ("capsnet", "cnn"):
+    recipe = RECIPES[name]
+    same = {k: v for k, v in vars(recipe).items() if k not in ("kind", "config", "pairs")}
     print(f"{name}: {same}")
 
 # %% [markdown]
@@ -609,7 +610,7 @@ print("the CapsNet and CNN rotation curves cross at:", [round(a, 1) for a in cro
 # %% [markdown]
 # ## What's next
 #
-# Lesson 09 (in preparation) puts two digits on top of each other (MultiMNIST, Section 6 of the
+# Lesson 09 puts two digits on top of each other (MultiMNIST, Section 6 of the
 # paper): there the CapsNet's per-class capsules and its reconstructions of each digit separately
 # are the point, and the same CNN, with a sigmoid output per class (`CNNConfig(multi_label=True)`),
 # is its baseline again.

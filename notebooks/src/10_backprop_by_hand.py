@@ -568,8 +568,8 @@ for detach in (True, False):  # the best of three runs: the one least disturbed 
           f"{1000 * torch_seconds:.0f} ms (NumPy / torch = {numpy_seconds / torch_seconds:.2f})")
 
 # %% [markdown]
-# At the paper's size the NumPy routing took 121 ms against torch's 169 ms with
-# `detach_inner=True`, and 290 ms against 325 ms through every iteration: hand-written NumPy is as
+# At the paper's size the NumPy routing took 121 ms against torch's 178 ms with
+# `detach_inner=True`, and 293 ms against 316 ms through every iteration: hand-written NumPy is as
 # fast as `capsedu.dynamic_routing` here. Both do the same operations in the same order on the CPU,
 # and NumPy's `einsum` sums without first building the (B, I, J, D) product that the readable torch
 # version materialises. What NumPy lacks is everything around it: a GPU, autograd for new ideas,

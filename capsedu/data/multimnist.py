@@ -1,0 +1,166 @@
+r"""MultiMNIST (Sabour et al. 2017, Section 6): two digits of different classes, shifted and overlaid.
+
+Each image is a digit overlaid on a digit of a *different* class from the same split. Both are
+placed at the centre of an S x S canvas (36 x 36 in the paper: 4 pixels of padding around a 28 x
+28 digit) and each is moved by its own random whole-pixel shift of up to ``max_shift`` pixels in
+x and y (4 in the paper); the two are merged by a clipped sum, ``min(a + b, 1)`` (the paper's
+official code), or by the pixel-wise maximum (``merge="max"``, the choice of some blog posts).
+
+* :class:`MultiMNIST` - a fixed set of pairs drawn by a seed: the same indices and shifts on every
+  machine that has the same digits (the official test split gives the course's test set);
+* :class:`FreshPairs` - the training batches, new pairs every epoch (the paper drew 1,000 pairs
+  per digit), from a seeded generator;
+* :class:`PairTargets` - what each item's target holds: the multi-hot classes, both labels and
+  both digits alone, shifted as in the merged image (the reconstruction targets).
+
+The pairs are stored as indices and shifts; images are built when a batch is asked for.
+
+Shape legend:
+    N      digits in the source split;  P  pairs
+    B      batch size
+    C      channels (1);  S  canvas side (36);  J  classes (10)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import torch
+from torch.utils.data import Dataset
+
+from capsedu.data.mnist import MNISTData, translate
+
+MERGES = ("clip", "max")
+NUM_CLASSES = 10  # MNIST's digits: the multi-hot targets have one entry per digit class
+
+
+class PairTargets(NamedTuple):
+    r"""The targets of a batch of MultiMNIST images."""
+
+    multi_hot: torch.Tensor  # (B, J) 1 for both classes of each image
+    labels: torch.Tensor  # (B, 2) the classes of the first and the second digit
+    digits: torch.Tensor  # (B, 2, C, S, S) each digit alone, exactly as placed in the image
+
+
+def place(images: torch.Tensor, offsets: torch.Tensor, canvas: int) -> torch.Tensor:
+    r"""Digits (B, C, H, W) centred on a ``canvas`` x ``canvas`` frame and moved by ``offsets`` (B, 2)."""
+    height, width = images.shape[-2:]
+    top, left = (canvas - height) // 2, (canvas - width) // 2
+    padding = [left, canvas - width - left, top, canvas - height - top]
+    return translate(torch.nn.functional.pad(images, padding), offsets)  # (B, C, S, S)
+
+
+def merge_digits(first: torch.Tensor, second: torch.Tensor, merge: str = "clip") -> torch.Tensor:
+    r"""Overlay two images in [0, 1]: ``min(a + b, 1)`` (``"clip"``) or ``max(a, b)`` (``"max"``)."""
+    if merge == "clip":
+        return (first + second).clamp(max=1.0)
+    if merge == "max":
+        return torch.maximum(first, second)
+    raise ValueError(f"merge must be one of {MERGES}, got {merge!r}")
+
+
+def _check_options(digits: MNISTData, max_shift: int, canvas: int, merge: str) -> None:
+    if not isinstance(digits, MNISTData):
+        raise TypeError(f"digits must be a capsedu.MNISTData split, got {type(digits).__name__}")
+    side = digits.images.shape[-1]
+    if isinstance(canvas, bool) or not isinstance(canvas, int) or canvas < side:
+        raise ValueError(f"canvas must be an int >= the digits' side ({side}), got {canvas!r}")
+    room = (canvas - side) // 2
+    if isinstance(max_shift, bool) or not isinstance(max_shift, int) or not 0 <= max_shift <= room:
+        raise ValueError(f"max_shift must be an int in [0, {room}] for a {canvas}x{canvas} canvas "
+                         f"and {side}x{side} digits (a larger shift would push ink off the canvas), "
+                         f"got {max_shift!r}")
+    if merge not in MERGES:
+        raise ValueError(f"merge must be one of {MERGES}, got {merge!r}")
+    if digits.labels.unique().numel() < 2:
+        raise ValueError("digits must hold at least two classes: a pair needs two different ones")
+
+
+def draw_pairs(labels: torch.Tensor, num_pairs: int, max_shift: int,
+               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Random pairs of indices of different classes (P, 2), and their shifts (P, 2, 2) as (dx, dy)."""
+    count = len(labels)
+    first = torch.randint(count, (num_pairs,), generator=generator)  # (P,)
+    second = torch.randint(count, (num_pairs,), generator=generator)  # (P,)
+    same = labels[first] == labels[second]
+    while same.any():  # draw again where the classes agree (about 1 in 10 each round)
+        second[same] = torch.randint(count, (int(same.sum()),), generator=generator)
+        same = labels[first] == labels[second]
+    shifts = torch.randint(-max_shift, max_shift + 1, (num_pairs, 2, 2), generator=generator)
+    return torch.stack([first, second], dim=1), shifts  # (P, 2), (P, 2, 2)
+
+
+class MultiMNIST(Dataset):
+    r"""``num_pairs`` two-digit images drawn from ``digits`` by ``seed``: items ``(image, PairTargets)``.
+
+    Args:
+        digits: the source split (e.g. ``load_mnist("test")``); both digits of a pair come from it.
+        num_pairs: how many pairs (the course's test set: 10,000 from the official test split).
+        seed: the pairs and shifts drawn; equal arguments give equal sets on every machine.
+        max_shift: largest shift in x and y of each digit, at most ``(canvas - 28) // 2``.
+        canvas: side of the images (36 in the paper).
+        merge: ``"clip"`` (min(a + b, 1), the paper's code) or ``"max"``.
+    """
+
+    def __init__(self, digits: MNISTData, num_pairs: int, *, seed: int = 0, max_shift: int = 4,
+                 canvas: int = 36, merge: str = "clip") -> None:
+        _check_options(digits, max_shift, canvas, merge)
+        if isinstance(num_pairs, bool) or not isinstance(num_pairs, int) or num_pairs < 1:
+            raise ValueError(f"num_pairs must be an int >= 1, got {num_pairs!r}")
+        self.digits, self.canvas, self.merge, self.max_shift = digits, canvas, merge, max_shift
+        self.pairs, self.shifts = draw_pairs(digits.labels, num_pairs, max_shift,
+                                             torch.Generator().manual_seed(seed))
+        self.source = f"{num_pairs:,} pairs of {digits.source} (seed {seed})"
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def batch(self, index: torch.Tensor) -> tuple[torch.Tensor, PairTargets]:
+        r"""Images (B, C, S, S) and targets of the pairs at ``index`` (B,), built in one go."""
+        pairs, shifts = self.pairs[index], self.shifts[index]  # (B, 2), (B, 2, 2)
+        batch = len(pairs)
+        sources = self.digits.images[pairs.reshape(-1)]  # (2B, C, H, W)
+        placed = place(sources, shifts.reshape(-1, 2), self.canvas)  # (2B, C, S, S)
+        digits = placed.view(batch, 2, *placed.shape[1:])  # (B, 2, C, S, S)
+        labels = self.digits.labels[pairs]  # (B, 2)
+        multi_hot = torch.zeros(batch, NUM_CLASSES).scatter_(1, labels, 1.0)  # (B, J)
+        images = merge_digits(digits[:, 0], digits[:, 1], self.merge)  # (B, C, S, S)
+        return images, PairTargets(multi_hot, labels, digits)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, PairTargets]:
+        images, targets = self.batch(torch.tensor([index]))
+        return images[0], PairTargets(*(t[0] for t in targets))
+
+    def batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, PairTargets]]:
+        r"""The pairs in order, ``batch_size`` at a time (for testing)."""
+        for index in torch.arange(len(self)).split(batch_size):
+            yield self.batch(index)
+
+
+class FreshPairs:
+    r"""Training batches of new pairs every epoch: each pass (``iter``) draws ``pairs_per_epoch``
+    pairs from ``digits`` with the next seed of a generator seeded by ``seed``.
+
+    ``len()`` is the number of batches per epoch, so :func:`capsedu.fit` (and its one-cycle
+    schedule) takes it like a ``DataLoader``. The options are those of :class:`MultiMNIST`.
+    """
+
+    def __init__(self, digits: MNISTData, pairs_per_epoch: int, batch_size: int, *, seed: int = 0,
+                 max_shift: int = 4, canvas: int = 36, merge: str = "clip") -> None:
+        _check_options(digits, max_shift, canvas, merge)
+        for name, value in (("pairs_per_epoch", pairs_per_epoch), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.digits, self.pairs_per_epoch, self.batch_size = digits, pairs_per_epoch, batch_size
+        self.options = {"max_shift": max_shift, "canvas": canvas, "merge": merge}
+        self.seeds = torch.Generator().manual_seed(seed)
+
+    def __len__(self) -> int:
+        return math.ceil(self.pairs_per_epoch / self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, PairTargets]]:
+        seed = int(torch.randint(2**62, (), generator=self.seeds))
+        return MultiMNIST(self.digits, self.pairs_per_epoch, seed=seed, **self.options).batches(
+            self.batch_size)

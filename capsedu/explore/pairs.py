@@ -1,0 +1,214 @@
+r"""Lesson 09's figures and explorer: two overlapping digits, pulled apart by the decoder.
+
+* :func:`reconstruct` - the decoder's image of one chosen class per image (all other digit
+  capsules masked), the paper's way of separating the digits;
+* :func:`colour_pair` - the input in grey with two reconstructions in two colours on top;
+* :func:`pair_figure` - the paper's Figure 5 for a few test pairs: input, each digit's
+  reconstruction, both in colour, and the reconstruction of a class that is *not* in the image;
+* :func:`pair_accuracy_matrix` / :func:`pair_matrix_figure` - the share of test pairs fully right
+  for each pair of classes, to see which digits are hardest to tell apart;
+* :class:`PairExplorer` (:func:`pair_explorer`) - pick a test pair and the two capsules to
+  reconstruct; the capsule lengths and both reconstructions follow.
+
+Shape legend:
+    B      images;  J classes (10);  D digit-capsule dimension (16)
+    S      canvas side (36)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from capsedu.data.multimnist import MultiMNIST
+from capsedu.explore.render import BlitRenderer
+from capsedu.nets.capsnet import CapsNet, check_capsnet
+from capsedu.nets.multi_digit import pair_hits
+from capsedu.training.runtime import eval_mode
+
+FIRST_RGB, SECOND_RGB = np.array([1.0, 0.35, 0.1]), np.array([0.1, 0.65, 1.0])  # orange, blue
+
+
+@torch.no_grad()
+def reconstruct(model: CapsNet, images: torch.Tensor, classes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Capsule lengths (B, J) of ``images`` (B, 1, S, S) and their reconstructions (B, S, S) from
+    the capsule of ``classes`` (B,) alone, in eval mode (the mode is restored)."""
+    check_capsnet(model)
+    with eval_mode(model):
+        v, _ = model.digits(model.encode(images))  # (B, J, D)
+        return v.norm(dim=-1), model.decode(v, classes)[:, 0]  # (B, J), (B, S, S)
+
+
+def colour_pair(image: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> np.ndarray:
+    r"""RGB (S, S, 3): ``image`` (S, S) in dim grey, ``first`` in orange and ``second`` in blue."""
+    grey = 0.35 * image.numpy()[..., None]
+    rgb = grey + first.numpy()[..., None] * FIRST_RGB + second.numpy()[..., None] * SECOND_RGB
+    return np.clip(rgb, 0.0, 1.0)
+
+
+def _absent_class(lengths: torch.Tensor, labels: torch.Tensor) -> int:
+    r"""The longest capsule whose class is not one of ``labels`` (the likeliest confusion)."""
+    order = lengths.argsort(descending=True).tolist()
+    return next(k for k in order if k not in labels.tolist())
+
+
+def pair_figure(model: CapsNet, pairs: MultiMNIST, indices: list[int]) -> Figure:
+    r"""Figure 5 of the paper for the test pairs at ``indices``: one row per pair."""
+    images, targets = pairs.batch(torch.tensor(indices))
+    lengths, _ = reconstruct(model, images, targets.labels[:, 0])
+    absent = torch.tensor([_absent_class(lengths[b], targets.labels[b]) for b in range(len(indices))])
+    recon = [reconstruct(model, images, classes)[1] for classes in
+             (targets.labels[:, 0], targets.labels[:, 1], absent)]  # 3 x (B, S, S)
+    figure = Figure(figsize=(8.2, 1.75 * len(indices) + 0.5), layout="constrained")
+    axes = figure.subplots(len(indices), 5, squeeze=False)
+    for row, b in enumerate(range(len(indices))):
+        first, second = targets.labels[b].tolist()
+        predicted = sorted(lengths[b].topk(2).indices.tolist())
+        right = predicted == sorted([first, second])
+        panels = [(images[b, 0].numpy(), f"input L:({first},{second})\nR:({predicted[0]},{predicted[1]})"
+                   + (" ✓" if right else " ✗")),
+                  (recon[0][b].numpy(), f"capsule {first}"),
+                  (recon[1][b].numpy(), f"capsule {second}"),
+                  (colour_pair(images[b, 0], recon[0][b], recon[1][b]), f"{first} orange, {second} blue"),
+                  (recon[2][b].numpy(), f"capsule {int(absent[b])} (not there)")]
+        for ax, (picture, title) in zip(axes[row], panels):
+            ax.imshow(picture, cmap="gray", vmin=0, vmax=1)
+            ax.set_title(title, fontsize=8, color="black" if right or ax is not axes[row, 0] else "tab:red")
+            ax.set_xticks([]), ax.set_yticks([])
+    figure.suptitle("L: labels, R: the two longest capsules; each reconstruction masks all "
+                    "capsules but one", fontsize=9)
+    return figure
+
+
+@torch.no_grad()
+def pair_accuracy_matrix(model: torch.nn.Module, pairs: MultiMNIST,
+                         batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Share of pairs fully right (J, J) per unordered class pair (symmetric; NaN where no pair
+    was drawn), and how many pairs each cell holds (J, J)."""
+    right = torch.zeros(10, 10)
+    count = torch.zeros(10, 10)
+    with eval_mode(model):
+        for images, targets in pairs.batches(batch_size):
+            hit = (pair_hits(model.class_scores(images), targets.labels) == 2).float()  # (B,)
+            a, b = targets.labels[:, 0], targets.labels[:, 1]
+            for rows, cols in ((a, b), (b, a)):
+                right.index_put_((rows, cols), hit, accumulate=True)
+                count.index_put_((rows, cols), torch.ones_like(hit), accumulate=True)
+    return right / count, count
+
+
+def pair_matrix_figure(matrices: dict[str, torch.Tensor]) -> Figure:
+    r"""One heat map per network of :func:`pair_accuracy_matrix`'s shares, on one colour scale."""
+    figure = Figure(figsize=(4.4 * len(matrices) + 0.8, 4.2), layout="constrained")
+    axes = figure.subplots(1, len(matrices), squeeze=False)[0]
+    low = min(float(np.nanmin(m.numpy())) for m in matrices.values())
+    for ax, (name, matrix) in zip(axes, matrices.items()):
+        shown = ax.imshow(matrix.numpy(), cmap="viridis", vmin=low, vmax=1.0)
+        worst = np.unravel_index(np.nanargmin(matrix.numpy()), matrix.shape)
+        ax.set(title=f"{name}: worst pair {worst[0]} & {worst[1]} ({float(matrix[worst]):.0%})",
+               xlabel="digit", ylabel="digit", xticks=range(10), yticks=range(10))
+    figure.colorbar(shown, ax=list(axes), label="share of test pairs with both digits right")
+    return figure
+
+
+class PairFigure:
+    r"""Input | reconstruction of class A | of class B | both in colour | capsule lengths."""
+
+    def __init__(self, side: int) -> None:
+        self.figure = Figure(figsize=(10.5, 2.7), dpi=80, layout="constrained")
+        axes = self.figure.subplots(1, 5, width_ratios=[1, 1, 1, 1, 1.7])
+        blank = np.zeros((side, side))
+        self.pictures = [ax.imshow(blank, cmap="gray", vmin=0, vmax=1) for ax in axes[:3]]
+        self.pictures.append(axes[3].imshow(np.zeros((side, side, 3))))
+        self.titles = [ax.set_title("", fontsize=9) for ax in axes[:4]]
+        for ax in axes[:4]:
+            ax.set_xticks([]), ax.set_yticks([])
+        self.bars = axes[4].bar(np.arange(10), np.zeros(10), color="0.65")
+        axes[4].axhline(0.5, color="0.3", lw=0.8, ls=":")
+        axes[4].set(xticks=range(10), ylim=(0, 1.05), xlabel="class", ylabel="capsule length")
+        self.titles.append(axes[4].set_title("", fontsize=9))
+        self.artists = [*self.pictures, *self.titles, *self.bars]
+
+    def update(self, image: torch.Tensor, labels: list[int], lengths: torch.Tensor,
+               shown: tuple[int, int], recon: tuple[torch.Tensor, torch.Tensor]) -> None:
+        self.pictures[0].set_data(image.numpy())
+        self.pictures[1].set_data(recon[0].numpy())
+        self.pictures[2].set_data(recon[1].numpy())
+        self.pictures[3].set_data(colour_pair(image, *recon))
+        predicted = sorted(lengths.topk(2).indices.tolist())
+        self.titles[0].set_text(f"labels {labels[0]} & {labels[1]}")
+        self.titles[1].set_text(f"capsule {shown[0]} (orange)")
+        self.titles[2].set_text(f"capsule {shown[1]} (blue)")
+        self.titles[3].set_text("both, over the input")
+        verdict = "✓" if predicted == sorted(labels) else "✗"
+        self.titles[4].set_text(f"two longest: {predicted[0]} & {predicted[1]} {verdict}")
+        for k, (bar, height) in enumerate(zip(self.bars, lengths.tolist())):
+            bar.set_height(height)
+            bar.set_color(FIRST_RGB if k == shown[0] else SECOND_RGB if k == shown[1] else (0.65,) * 3)
+
+
+class PairExplorer:
+    r"""Controls: ``index`` (a test pair), ``first`` and ``second`` (the capsules to reconstruct,
+    each -1 for "the label"); view: ``view``. The pair's capsules are computed once per pair."""
+
+    def __init__(self, model: CapsNet, pairs: MultiMNIST, index: int = 0) -> None:
+        import ipywidgets as widgets
+
+        self.model = check_capsnet(model)
+        if not isinstance(pairs, MultiMNIST):
+            raise TypeError(f"pairs must be a capsedu MultiMNIST set, got {type(pairs).__name__}")
+        self.pairs = pairs
+        last = len(pairs) - 1
+        self.index = widgets.BoundedIntText(value=min(max(index, 0), last), min=0, max=last,
+                                            description="pair", layout=widgets.Layout(width="180px"))
+        options = [("its first label", -1), *[(str(k), k) for k in range(10)]]
+        self.first = widgets.Dropdown(options=options, value=-1, description="orange")
+        self.second = widgets.Dropdown(options=[("its second label", -1), *options[1:]], value=-1,
+                                       description="blue")
+        self.view = widgets.Image(format="png")
+        self.panel = PairFigure(pairs.canvas)
+        self.renderer = BlitRenderer(self.panel.figure, self.panel.artists)
+        self.capsules: torch.Tensor | None = None  # (1, J, D) of the chosen pair
+        self.shown: tuple[int, int] = (0, 0)
+        self.redraws = 0
+        self.index.observe(lambda _: self.select_pair(), names="value")
+        for control in (self.first, self.second):
+            control.observe(lambda _: self.update(), names="value")
+        self.select_pair()
+        self.widget = widgets.VBox([widgets.HBox([self.index, self.first, self.second]), self.view])
+
+    def select_pair(self) -> None:
+        r"""Encode the chosen pair once, then redraw."""
+        self.image, self.targets = self.pairs.batch(torch.tensor([self.index.value]))
+        with torch.no_grad(), eval_mode(self.model):
+            self.capsules = self.model.digits(self.model.encode(self.image))[0]  # (1, J, D)
+        self.update()
+
+    def update(self) -> None:
+        r"""Decode the two chosen capsules of the encoded pair and redraw in place."""
+        labels = self.targets.labels[0].tolist()
+        self.shown = tuple(labels[k] if choice.value < 0 else choice.value
+                           for k, choice in enumerate((self.first, self.second)))
+        with torch.no_grad(), eval_mode(self.model):
+            recon = self.model.decode(self.capsules.expand(2, -1, -1), torch.tensor(self.shown))
+        self.panel.update(self.image[0, 0], labels, self.capsules[0].norm(dim=-1), self.shown,
+                          (recon[0, 0], recon[1, 0]))
+        self.view.value = self.renderer.png()
+        self.redraws += 1
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+    def snapshot(self):
+        r"""What the widget shows now, as an ``IPython.display.Image`` (for static copies)."""
+        from IPython.display import Image
+
+        return Image(data=self.view.value, format="png")
+
+
+def pair_explorer(model: CapsNet, pairs: MultiMNIST, index: int = 0) -> PairExplorer:
+    r"""Pick a test pair and the two capsules to reconstruct (default: its two labels)."""
+    return PairExplorer(model, pairs, index)

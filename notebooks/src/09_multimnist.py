@@ -1,0 +1,436 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 09 — MultiMNIST: two overlapping digits, recognised and pulled apart
+#
+# Section 6 of Sabour et al. (2017) is the result that made capsules famous. Two MNIST digits of
+# different classes are drawn on top of each other — their bounding boxes overlap by 80 % on
+# average — and the network must name both. The CapsNet reached **5.2 % error** (both digits
+# right) against **8.1 %** for a CNN baseline, and its decoder could redraw each digit on its own
+# by masking all capsules but one (the paper's Figure 5): the capsules had *segmented* the two
+# digits without ever being shown how. In this lesson you build the dataset, train a CapsNet on
+# it for a moment, then take the two networks shipped with the course — a CapsNet and the lesson-08
+# CNN with one sigmoid per class, trained on the same pairs — and measure, draw and break them.
+# The paper trained on 60 million pairs from 60,000 digits with its full-size network; ours saw
+# 1.2 million pairs from 4,000 digits on two CPU cores. The lesson reports what that gives.
+
+# %% [markdown]
+# ## Learning objectives
+#
+# After this lesson you can
+#
+# - build a **MultiMNIST** image by hand — two digits of different classes, each shifted on a
+#   36 × 36 canvas, merged — and with `capsedu.MultiMNIST` (fixed test pairs) and
+#   `capsedu.FreshPairs` (new training pairs every epoch);
+# - explain why a softmax cannot say "a 3 and a 5" and capsule lengths can, and write the
+#   **two-digit loss**: the margin loss on a multi-hot target plus one masked reconstruction per
+#   digit;
+# - measure accuracy **as the paper counts it** (both labels are the two longest capsules) and
+#   "at least one right", for a CapsNet and a CNN, and read accuracy against training minutes;
+# - reproduce **Figure 5**: each digit reconstructed alone, and what the decoder draws for a class
+#   that is not in the image;
+# - find **where it fails**: the class pairs hardest to separate; use the **pair explorer**.
+#
+# ## Prerequisites and time
+#
+# Lessons 04 (margin loss, multi-hot targets), 05 (decoder and masking), 06 (training) and 08 (the
+# baseline CNN). About 45 minutes, of which the computations take under 3 minutes on two CPU
+# cores: the networks are shipped (`capsedu.pretrained("multimnist")` and
+# `capsedu.pretrained("multimnist_cnn")`, trained by `python -m capsedu.zoo.train multimnist
+# multimnist_cnn`), so the lesson trains only for a few seconds.
+
+# %%
+# %matplotlib inline
+import dataclasses
+
+import matplotlib.pyplot as plt
+import torch
+
+import capsedu
+from capsedu.course.checks.multimnist import check_both_right, check_reconstruct_one
+from capsedu.explore.figures import image_rows
+from capsedu.explore.pairs import pair_accuracy_matrix, pair_explorer, pair_figure, pair_matrix_figure
+from capsedu.nets.multi_digit import pair_hits, two_digit_loss
+from capsedu.zoo.train import MULTIMNIST_TEST
+
+# %%
+capsedu.set_seed(0)
+train_digits = capsedu.load_offline("train")  # the 4,000 digits the shipped networks learned from
+test_digits = capsedu.load_mnist("test")  # the official 10,000 test digits where present
+
+# %% [markdown]
+# ## Build it
+#
+# ### Two digits on one canvas, by hand
+#
+# The paper's recipe (its Section 6 and official code): put each 28 × 28 digit in the middle of a
+# 36 × 36 canvas — four pixels of padding on each side — and move it by a random whole-pixel
+# shift of up to ±4 pixels in x and in y. Take a second digit of a *different* class, shift it
+# the same way, and merge the two: the official code adds them and clips at 1,
+# $\min(a + b, 1)$; some re-implementations take the pixel-wise maximum instead.
+
+# %%
+def place_by_hand(digit: torch.Tensor, dx: int, dy: int, canvas: int = 36) -> torch.Tensor:
+    """A (1, 28, 28) digit on a (1, canvas, canvas) frame, moved dx right and dy down."""
+    frame = torch.zeros(1, canvas, canvas)
+    top, left = (canvas - 28) // 2 + dy, (canvas - 28) // 2 + dx
+    frame[:, top:top + 28, left:left + 28] = digit
+    return frame
+
+
+three = test_digits.images[test_digits.labels == 3][0]
+five = test_digits.images[test_digits.labels == 5][0]
+first, second = place_by_hand(three, -3, 2), place_by_hand(five, 4, -1)
+clipped = (first + second).clamp(max=1.0)
+maximum = torch.maximum(first, second)
+image_rows({"": torch.stack([first, second, clipped, maximum])},
+           column_titles=["3, shifted (-3, +2)", "5, shifted (+4, -1)", "min(a + b, 1)", "max(a, b)"],
+           title="A MultiMNIST image built by hand")
+
+# %% [markdown]
+# The two merges differ only where both digits have ink: the clipped sum saturates there, the
+# maximum keeps the brighter stroke. How much do the digits overlap? The paper gives 80 % for the
+# bounding boxes; here is the same measure on 1,000 pairs drawn as `capsedu` draws them (the
+# share of the smaller box covered by the other):
+
+# %%
+def ink_box(image: torch.Tensor) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) of the pixels with ink, bottom/right exclusive."""
+    rows, cols = image[0].nonzero(as_tuple=True)
+    return int(rows.min()), int(rows.max()) + 1, int(cols.min()), int(cols.max()) + 1
+
+
+def box_overlap(a: torch.Tensor, b: torch.Tensor) -> float:
+    (t1, b1, l1, r1), (t2, b2, l2, r2) = ink_box(a), ink_box(b)
+    inter = max(0, min(b1, b2) - max(t1, t2)) * max(0, min(r1, r2) - max(l1, l2))
+    return inter / min((b1 - t1) * (r1 - l1), (b2 - t2) * (r2 - l2))
+
+
+probe = capsedu.MultiMNIST(test_digits, 1_000, seed=1)
+_, probe_targets = probe.batch(torch.arange(len(probe)))
+overlaps = torch.tensor([box_overlap(*pair) for pair in probe_targets.digits])
+print(f"bounding-box overlap over 1,000 pairs: mean {overlaps.mean():.0%}, "
+      f"median {overlaps.median():.0%}, under 50 % in {(overlaps < 0.5).float().mean():.1%} of pairs")
+
+# %% [markdown]
+# About three quarters on average by this measure — near the paper's 80 % (which does not say
+# exactly how it measured); one pair in twelve overlaps by less than half.
+#
+# ## Check it
+#
+# `capsedu.MultiMNIST(digits, num_pairs, seed=...)` draws the pairs once — which digits, which
+# shifts — and builds images when asked. The course's test set is 10,000 pairs of the official test
+# digits with seed 0, the same on every machine that has that split. Each item's target is a
+# `capsedu.PairTargets`: the multi-hot classes, both labels, and both digits alone exactly as
+# placed (the reconstruction targets). Rebuild a few of its images with `place_by_hand`:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+pairs = capsedu.MultiMNIST(test_digits, MULTIMNIST_TEST["num_pairs"], seed=MULTIMNIST_TEST["seed"])
+images, targets = pairs.batch(torch.arange(5))
+worst = 0.0
+for k in range(5):
+    (i, j), ((dx1, dy1), (dx2, dy2)) = pairs.pairs[k].tolist(), pairs.shifts[k].tolist()
+    by_hand = (place_by_hand(test_digits.images[i], dx1, dy1)
+               + place_by_hand(test_digits.images[j], dx2, dy2)).clamp(max=1.0)
+    worst = max(worst, float((by_hand - images[k]).abs().max()))
+print(f"{len(pairs):,} test pairs; 5 rebuilt by hand, largest pixel difference {worst:.1e}")
+print("labels of the first five:", targets.labels.tolist())
+
+# %% [markdown]
+# ### Why a softmax cannot say "a 3 and a 5"
+#
+# Lesson 04 showed it with numbers: a softmax's probabilities sum to 1, so with two digits present
+# the best it can do is ½ each, and "which classes are present?" becomes a question of thresholds.
+# Capsule lengths are squashed one by one: two of them can both be near 1. The margin loss (Eq. 4)
+# takes the multi-hot target as it is — both present capsules pushed above $m^+ = 0.9$, the other
+# eight below $m^- = 0.1$:
+
+# %%
+lengths = torch.full((1, 10), 0.05)
+lengths[0, [3, 5]] = 0.95
+target = torch.zeros(1, 10)
+target[0, [3, 5]] = 1.0
+print(f"margin loss, both capsules long:        {capsedu.margin_loss(lengths, target):.4f}")
+lengths[0, 5] = 0.05
+print(f"margin loss, only the 3 long:           {capsedu.margin_loss(lengths, target):.4f}")
+probabilities = torch.softmax(torch.tensor([[0.0] * 3 + [9.0] + [0.0] + [9.0] + [0.0] * 4]), dim=1)
+print(f"a confident softmax on 3 and 5 gives:    p(3) = {probabilities[0, 3]:.3f}, "
+      f"p(5) = {probabilities[0, 5]:.3f}")
+
+# %% [markdown]
+# ### The two-digit loss
+#
+# The paper adds the reconstruction loss once per digit: mask all digit capsules except the first
+# digit's class, decode, compare with the first digit **alone**; the same for the second; weight
+# the sum of squared errors by 0.0005. The decoder thus has to redraw each digit from its own
+# capsule, with the other digit's ink removed — which is what forces the capsules to separate
+# them. `capsedu.CapsNet.loss` does this whenever its targets are `PairTargets`
+# (`capsedu.nets.multi_digit.two_digit_loss`); here it is written out and compared:
+
+# %%
+capsedu.set_seed(0)
+config = dataclasses.replace(capsedu.CapsNetConfig.cpu(), image_size=36)
+model = capsedu.CapsNet(config)
+out = model(images)
+by_hand = capsedu.margin_loss(out.lengths, targets.multi_hot) + 0.0005 * sum(
+    capsedu.reconstruction_loss(model.decode(out.capsules, targets.labels[:, k]), targets.digits[:, k])
+    for k in (0, 1))
+print(f"written out {by_hand.item():.5f}   capsedu {two_digit_loss(model, images, targets).value.item():.5f}")
+print(f"a 36 x 36 input gives {config.num_primary_caps} primary capsules "
+      f"(a {config.primary_grid} x {config.primary_grid} grid of {config.primary_types} types) "
+      f"instead of 288 at 28 x 28")
+
+# %% [markdown]
+# ## Use capsedu
+#
+# ### Train for a moment
+#
+# `capsedu.FreshPairs` gives training batches of new pairs every epoch, from a seeded generator
+# (the paper drew 1,000 pairs per digit); `capsedu.fit` takes it like a `DataLoader`.
+# `capsedu.pair_accuracy` counts the test pairs whose two longest capsules are exactly their
+# two labels (`"both"`) and those with at least one of them right.
+
+# %%
+n_pairs = capsedu.choose(learner=6_000, fast=300)
+history = capsedu.fit(model, capsedu.FreshPairs(train_digits, n_pairs, 32, seed=1), epochs=1,
+                      lr=2e-3, lr_schedule="onecycle", progress=False)
+few = capsedu.MultiMNIST(test_digits, 1_000, seed=MULTIMNIST_TEST["seed"])
+scores = capsedu.pair_accuracy(model, few)
+print(f"after {n_pairs:,} pairs ({history['train_seconds'][0]:.0f} s): both right "
+      f"{scores['both']:.1%}, at least one right {scores['at_least_one']:.1%} on 1,000 test pairs")
+
+# %% [markdown]
+# Chance is 1 in 45 for "both" (45 unordered pairs of classes). One pass over a few thousand
+# pairs lifts it well above that; the shipped network saw 200 times as many.
+
+# %% [markdown]
+# ### The shipped networks
+#
+# Both were trained by one command on the same 4,000 training digits, on pairs drawn afresh every
+# epoch: the CapsNet for 20 epochs of 60,000 pairs, the CNN (lesson 08's, with a sigmoid per class
+# and binary cross-entropy, `CNNConfig(multi_label=True)`) for the 5 epochs that fit in 20
+# minutes — it trains at half the CapsNet's speed at this image size.
+# Both were tested on the fixed 10,000 test pairs after every epoch.
+
+# %%
+capsnet = capsedu.pretrained("multimnist")
+cnn = capsedu.pretrained("multimnist_cnn")
+networks = {"CapsNet": (capsnet, "multimnist"), "CNN": (cnn, "multimnist_cnn")}
+live = capsedu.choose(learner=pairs, fast=capsedu.MultiMNIST(test_digits, 500, seed=1))  # the test pairs
+for name, (network, key) in networks.items():
+    metrics = capsedu.pretrained_metrics(key)
+    recipe = metrics["recipe"]
+    measured = capsedu.pair_accuracy(network, live)
+    print(f"{name:8s} {sum(p.numel() for p in network.parameters()):>9,} parameters, "
+          f"{recipe['epochs']} epochs x {recipe['pairs']['pairs_per_epoch']:,} pairs in "
+          f"{metrics['train_wall_seconds'] / 60:.1f} min ({metrics['train_images_per_second']:.0f} pairs/s)")
+    print(f"{'':8s} recorded on {metrics['test_data']['images']:,} test pairs: both "
+          f"{metrics['test_accuracy']:.2%}, at least one {metrics['test_at_least_one']:.2%}; "
+          f"measured now on {len(live):,}: both {measured['both']:.2%}, "
+          f"at least one {measured['at_least_one']:.2%}")
+
+# %% [markdown]
+# The CapsNet names both digits in **80.65 %** of the 10,000 test pairs — an error of 19.4 %
+# against the paper's 5.2 % — and the CNN in **82.74 %**, in half the training time (18.9
+# against 38.0 minutes). Both name at least one of the two in 99.5 % of the pairs: the hard part
+# is the second digit. (Chance for "both" is 1 in 45.) **On this budget the paper's result does
+# not reproduce: the CNN baseline wins.** What differs from the paper, and could explain it —
+# none of it tested here: 4,000 source digits instead of 60,000 (every digit appears in about
+# 300 pairs per epoch, and the decoder must redraw each one alone); 1.2 million training pairs
+# instead of 60 million; and our CapsNet is the narrowed CPU profile (32 conv1 channels and 8
+# capsule types against 256 and 32), while the CNN keeps 64–128 channels per convolution.
+
+# %% [markdown]
+# ### Accuracy against training minutes
+#
+# The recorded histories show what more time buys. Both networks were tested after every epoch; the
+# paper's figures (94.8 % for the CapsNet, 91.9 % for its CNN, from 60 M pairs) are drawn for
+# reference, not as a target this budget could reach.
+
+# %%
+fig, ax = plt.subplots(figsize=(6.8, 3.6))
+at_minutes = {}
+for (name, (_, key)), style in zip(networks.items(), ("o-", "s--")):
+    hist = capsedu.pretrained_metrics(key)["history"]
+    minutes = torch.tensor(hist["train_seconds"]).cumsum(0) / 60
+    accuracy = torch.tensor(hist["test_accuracy"]) * 100
+    ax.plot(minutes, accuracy, style, ms=3, label=name)
+    at_minutes[name] = (minutes, accuracy)
+for value, name in ((94.8, "paper CapsNet"), (91.9, "paper CNN")):
+    ax.axhline(value, color="0.6", lw=0.8, ls=":")
+    ax.text(0.3, value + 0.4, name, fontsize=8, color="0.4")
+ax.set(xlabel="training minutes (2 CPU cores)", ylabel="both digits right (%)", ylim=(0, 100),
+       title="MultiMNIST test pairs: accuracy against training time")
+ax.legend(loc="lower right")
+ax.grid(alpha=0.3)
+plt.show()
+cnn_minutes, cnn_accuracy = at_minutes["CNN"]
+caps_minutes, caps_accuracy = at_minutes["CapsNet"]
+within = caps_minutes <= cnn_minutes[-1]
+print(f"after the CNN's {cnn_minutes[-1]:.1f} min: CNN {cnn_accuracy[-1]:.1f} %, CapsNet "
+      f"{caps_accuracy[within][-1]:.1f} % (epoch {int(within.sum())}, {caps_minutes[within][-1]:.1f} min)")
+
+# %% [markdown]
+# At the CNN's final 18.9 minutes the CapsNet stood at 72.6 %, ten points behind; at any
+# training time on this plot the CNN is ahead. The CapsNet's curve flattens towards its end
+# (79.1 % after epoch 16, 80.65 % after epoch 20, while the one-cycle schedule anneals the learning
+# rate to zero), so more minutes of this recipe would buy a few points, not the fourteen to the
+# paper's 94.8 %. A longer or wider CapsNet run is left to you (see *Ideas to try*).
+
+# %% [markdown]
+# ## Explore
+#
+# ### Figure 5: pulling the digits apart
+#
+# For each test pair: the input with its labels (L) and the two longest capsules (R), the
+# reconstruction from each label's capsule alone, both reconstructions over the input in two
+# colours, and — the paper's last columns — what the decoder draws from the longest capsule whose
+# class is *not* in the image.
+
+# %%
+first_images, first_targets = live.batch(torch.arange(40))
+with torch.no_grad():
+    hits = pair_hits(capsnet.class_scores(first_images), first_targets.labels)  # (40,)
+right = (hits == 2).nonzero().flatten()[:3].tolist()
+wrong = (hits < 2).nonzero().flatten()[:2].tolist()
+pair_figure(capsnet, live, right + wrong)
+
+# %% [markdown]
+# Where the CapsNet is right, each capsule redraws its own digit and leaves the other out: the 1
+# and the 5 of the first pair come apart even where their strokes cross, and in the colour
+# overlay each reconstruction sits on its own strokes. The capsule of a class that is *not* in
+# the image draws a faint, blurred digit of its class (a 4, a 7, an 8) — the decoder renders
+# whatever the short capsule encodes, as in the paper's Figure 5. In the two failures the
+# capsule of the missed label still redraws it (the 9 of the fourth pair, the 9 of the fifth):
+# what went wrong is that another capsule — a 7, a 5 that the merged strokes resemble — came out
+# slightly longer.
+
+# %% [markdown]
+# ### Where it fails
+#
+# Which pairs of classes are hardest? The share of test pairs with both digits right, for each
+# pair of classes (each cell holds about 220 pairs of the 10,000):
+
+# %%
+matrices = {name: pair_accuracy_matrix(network, live)[0] for name, (network, _) in networks.items()}
+pair_matrix_figure(matrices)
+
+# %%
+for name, matrix in matrices.items():
+    cells = [(float(matrix[a, b]), a, b) for a in range(10) for b in range(a + 1, 10)]
+    hardest = ", ".join(f"{a} & {b} ({share:.0%})" for share, a, b in sorted(cells)[:4])
+    print(f"{name:8s} hardest pairs: {hardest}")
+
+# %% [markdown]
+# Both networks find 3 & 4 the hardest pair (CapsNet 68 %, CNN 73 %). The CapsNet's other weak
+# cells involve a 7 (4 & 7, 6 & 7, 7 & 8: 70–71 %); the CNN's are spread more evenly (4 & 8,
+# 5 & 9, 7 & 8: 74–76 %). Pairs with a 1 (1 & 4, 1 & 7) are among the easiest for both: a thin
+# stroke hides little of the other digit.
+
+# %% [markdown]
+# ### The pair explorer
+#
+# Pick a test pair and the two capsules to reconstruct — by default its two labels; choose a class
+# that is not there and watch what the decoder invents from a short capsule. In the static book
+# the snapshot below shows pair 0.
+
+# %%
+explorer = pair_explorer(capsnet, live, index=0)
+explorer
+
+# %%
+explorer.snapshot()
+
+# %% [markdown]
+# ### Ideas to try
+#
+# - Train the CapsNet recipe for longer or wider (`capsedu.zoo.train.train_recipe` with a
+#   `dataclasses.replace`d recipe: more epochs, or `primary_types=16` in its config) and extend
+#   the curve above; or with `merge="max"` (`capsedu.FreshPairs(..., merge="max")`).
+# - Test on pairs with smaller shifts (`MultiMNIST(..., max_shift=0)`: the digits sit on top of
+#   each other exactly). Does accuracy drop or rise?
+# - Mask *two* capsules at once — both labels — and decode: does the decoder draw both digits?
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: both labels right
+#
+# Write `both_right(scores, labels)`: for class scores (B, 10) — capsule lengths or sigmoid
+# probabilities — and the two labels of each image (B, 2), a (B,) boolean tensor that is True
+# exactly when the two **highest** scores are the two labels, in either order.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def both_right(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(B,) True where the two highest of ``scores`` (B, J) are the two ``labels`` (B, 2)."""
+    ### BEGIN SOLUTION
+    top = scores.topk(2, dim=1).indices.sort(dim=1).values
+    return (top == labels.sort(dim=1).values).all(dim=1)
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_both_right(both_right);
+
+# %% [markdown]
+# ### Exercise 2: reconstruct one digit
+#
+# Write `reconstruct_one(model, capsules, classes)`: the decoder's image (B, 1, 36, 36) of the
+# digit capsules (B, 10, 16) with every capsule **except** the one of each image's class in
+# `classes` (B,) set to zero. Use `model.decoder` (it takes the flattened capsules, (B, 160)), not
+# `model.decode`, which does the masking for you.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def reconstruct_one(model: capsedu.CapsNet, capsules: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
+    """Decode ``capsules`` (B, J, D) keeping only the capsule of ``classes`` (B,): (B, 1, S, S)."""
+    ### BEGIN SOLUTION
+    mask = torch.nn.functional.one_hot(classes, capsules.shape[1]).to(capsules)  # (B, J)
+    flat = model.decoder((capsules * mask[..., None]).flatten(1))  # (B, S*S)
+    side = model.config.image_size
+    return flat.view(-1, 1, side, side)
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_reconstruct_one(reconstruct_one, capsnet);
+
+# %% [markdown]
+# ## Summary
+#
+# - MultiMNIST overlays two digits of different classes, each shifted by up to ±4 pixels on a
+#   36 × 36 canvas, merged by $\min(a + b, 1)$: `capsedu.MultiMNIST` draws a fixed, seeded test
+#   set (10,000 pairs of the official test digits), `capsedu.FreshPairs` new training pairs every
+#   epoch. Their bounding boxes overlap by 73 % on average here.
+# - Capsule lengths are squashed one by one, so two can be long at once; the margin loss takes the
+#   multi-hot target as it is. The two-digit loss adds one masked reconstruction per digit,
+#   compared with that digit alone — which pushes the capsules to separate the digits.
+# - Counted as the paper counts it (both labels are the two longest capsules), the shipped CapsNet
+#   gets 80.65 % of the test pairs after 38 minutes on two CPU cores; the CNN baseline, trained on
+#   the same pairs, gets 82.74 % after 19 minutes, and is ahead at every training time. The
+#   paper's 94.8 % against 91.9 % (60 M pairs, 60,000 digits, the full-size network) is not
+#   reproduced on this budget.
+# - The decoder does pull the digits apart (Figure 5): each label's capsule redraws its digit
+#   alone, and a missing class's capsule draws a faint digit of that class.
+# - 3 & 4 is the hardest pair for both networks.
+
+# %% [markdown]
+# ## What's next
+#
+# Lesson 10 opens the box the other way: the backward pass of squash, Procedure 1 and the margin
+# loss written by hand in NumPy, checked against finite differences and autograd, and a capsule
+# classifier trained with no framework at all.
