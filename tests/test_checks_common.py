@@ -26,6 +26,7 @@ def _all_checks() -> dict:
 CHECKS = _all_checks()
 NEEDS_MODEL_AND_IMAGE = {"check_dimension_effects", "check_dimension_names"}
 NEEDS_MODEL_AND_DATA = {"check_accuracy_per_angle"}
+NEEDS_MODEL = {"check_reconstruct_one"}
 TAKES_A_MODULE = {"check_decoder"}  # the learner passes an nn.Module, not a function
 
 
@@ -39,6 +40,8 @@ def call(model):
 
     def run(name, answer, **kwargs):
         extra = (model, image) if name in NEEDS_MODEL_AND_IMAGE else ()
+        if name in NEEDS_MODEL:
+            extra = (model,)
         if name in NEEDS_MODEL_AND_DATA:
             extra = (model, capsedu.MNISTData(image.expand(4, 1, 28, 28), torch.arange(4), "random"))
         return CHECKS[name](answer, *extra, **kwargs)

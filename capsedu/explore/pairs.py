@@ -149,8 +149,9 @@ class PairFigure:
 
 
 class PairExplorer:
-    r"""Controls: ``index`` (a test pair), ``first`` and ``second`` (the capsules to reconstruct,
-    each -1 for "the label"); view: ``view``. The pair's capsules are computed once per pair."""
+    r"""Controls: ``index`` (a test pair), ``first`` and ``second`` (the classes whose capsules are
+    reconstructed, set to the pair's labels whenever a pair is chosen); view: ``view``. The
+    pair's capsules are computed once per pair."""
 
     def __init__(self, model: CapsNet, pairs: MultiMNIST, index: int = 0) -> None:
         import ipywidgets as widgets
@@ -162,16 +163,15 @@ class PairExplorer:
         last = len(pairs) - 1
         self.index = widgets.BoundedIntText(value=min(max(index, 0), last), min=0, max=last,
                                             description="pair", layout=widgets.Layout(width="180px"))
-        options = [("its first label", -1), *[(str(k), k) for k in range(10)]]
-        self.first = widgets.Dropdown(options=options, value=-1, description="orange")
-        self.second = widgets.Dropdown(options=[("its second label", -1), *options[1:]], value=-1,
-                                       description="blue")
+        self.first, self.second = (widgets.IntSlider(value=0, min=0, max=9, description=name)
+                                   for name in ("orange", "blue"))
         self.view = widgets.Image(format="png")
         self.panel = PairFigure(pairs.canvas)
         self.renderer = BlitRenderer(self.panel.figure, self.panel.artists)
         self.capsules: torch.Tensor | None = None  # (1, J, D) of the chosen pair
         self.shown: tuple[int, int] = (0, 0)
         self.redraws = 0
+        self._hold = False  # True while select_pair moves both sliders: one redraw, not three
         self.index.observe(lambda _: self.select_pair(), names="value")
         for control in (self.first, self.second):
             control.observe(lambda _: self.update(), names="value")
@@ -183,13 +183,19 @@ class PairExplorer:
         self.image, self.targets = self.pairs.batch(torch.tensor([self.index.value]))
         with torch.no_grad(), eval_mode(self.model):
             self.capsules = self.model.digits(self.model.encode(self.image))[0]  # (1, J, D)
+        self._hold = True
+        try:
+            self.first.value, self.second.value = self.targets.labels[0].tolist()
+        finally:
+            self._hold = False
         self.update()
 
     def update(self) -> None:
         r"""Decode the two chosen capsules of the encoded pair and redraw in place."""
+        if self._hold:
+            return
         labels = self.targets.labels[0].tolist()
-        self.shown = tuple(labels[k] if choice.value < 0 else choice.value
-                           for k, choice in enumerate((self.first, self.second)))
+        self.shown = (self.first.value, self.second.value)
         with torch.no_grad(), eval_mode(self.model):
             recon = self.model.decode(self.capsules.expand(2, -1, -1), torch.tensor(self.shown))
         self.panel.update(self.image[0, 0], labels, self.capsules[0].norm(dim=-1), self.shown,

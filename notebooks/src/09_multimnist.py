@@ -343,8 +343,9 @@ for name, matrix in matrices.items():
 # %% [markdown]
 # ### The pair explorer
 #
-# Pick a test pair and the two capsules to reconstruct — by default its two labels; choose a class
-# that is not there and watch what the decoder invents from a short capsule. In the static book
+# Pick a test pair; the two sliders choose the classes whose capsules are decoded (orange and
+# blue), set to the pair's labels whenever you pick a pair. Slide one to a class that is not there
+# and watch what the decoder invents from a short capsule. In the static book
 # the snapshot below shows pair 0.
 
 # %%
