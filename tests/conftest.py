@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,12 @@ def strong_model(model) -> capsedu.CapsNet:
 def image() -> torch.Tensor:
     """One random 28x28 image (1, 28, 28), seeded."""
     return torch.rand(1, 28, 28, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.fixture(scope="module")
+def pair_capsnet() -> capsedu.CapsNet:
+    """A small untrained CapsNet for 36 x 36 MultiMNIST images (lesson 09's tests)."""
+    capsedu.set_seed(0)
+    config = dataclasses.replace(capsedu.CapsNetConfig.cpu(), image_size=36, conv1_channels=8,
+                                 primary_types=2, decoder_hidden=(32, 64))
+    return capsedu.CapsNet(config)

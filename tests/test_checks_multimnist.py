@@ -1,11 +1,9 @@
 """Tests for capsedu.course.checks.multimnist: right answers pass, each likely mistake gets its hint."""
 
-import dataclasses
 
 import pytest
 import torch
 
-import capsedu
 from capsedu.course.checks._kit import STUB_HINT
 from capsedu.course.checks.multimnist import check_both_right, check_reconstruct_one
 from capsedu.nets.multi_digit import pair_hits
@@ -20,11 +18,8 @@ def stub(*args):
 
 
 @pytest.fixture(scope="module")
-def model():
-    capsedu.set_seed(0)
-    config = dataclasses.replace(capsedu.CapsNetConfig.cpu(), image_size=36, conv1_channels=4,
-                                 primary_types=2, decoder_hidden=(16, 32))
-    return capsedu.CapsNet(config)
+def model(pair_capsnet):
+    return pair_capsnet
 
 
 def test_right_answers_pass(capsys, model):

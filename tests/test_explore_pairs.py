@@ -1,6 +1,5 @@
 """Lesson 09's figures and pair explorer: what they draw is what the network computes."""
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -20,11 +19,8 @@ from capsedu.nets.multi_digit import pair_hits
 
 
 @pytest.fixture(scope="module")
-def model():
-    capsedu.set_seed(0)
-    config = dataclasses.replace(capsedu.CapsNetConfig.cpu(), image_size=36, conv1_channels=8,
-                                 primary_types=2, decoder_hidden=(32, 64))
-    return capsedu.CapsNet(config)
+def model(pair_capsnet):
+    return pair_capsnet
 
 
 @pytest.fixture(scope="module")

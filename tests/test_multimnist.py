@@ -2,7 +2,6 @@
 two-digit loss and accuracy of the CapsNet and the multi-label CNN."""
 
 import copy
-import dataclasses
 
 import pytest
 import torch
@@ -125,11 +124,8 @@ def test_pair_hits_counts_labels_among_the_top_two():
 
 
 @pytest.fixture(scope="module")
-def small_capsnet() -> capsedu.CapsNet:
-    capsedu.set_seed(0)
-    config = dataclasses.replace(capsedu.CapsNetConfig.cpu(), image_size=36, primary_types=2,
-                                 conv1_channels=8, decoder_hidden=(32, 64))
-    return capsedu.CapsNet(config)
+def small_capsnet(pair_capsnet):
+    return pair_capsnet
 
 
 def test_two_digit_loss_is_margin_plus_both_masked_reconstructions(digits, small_capsnet):
