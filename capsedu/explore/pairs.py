@@ -22,7 +22,7 @@ import torch
 from matplotlib.figure import Figure
 
 from capsedu.data.multimnist import MultiMNIST
-from capsedu.explore.render import BlitRenderer
+from capsedu.explore.render import PngView
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 from capsedu.nets.multi_digit import pair_hits
 from capsedu.training.runtime import eval_mode
@@ -148,7 +148,7 @@ class PairFigure:
             bar.set_color(FIRST_RGB if k == shown[0] else SECOND_RGB if k == shown[1] else (0.65,) * 3)
 
 
-class PairExplorer:
+class PairExplorer(PngView):
     r"""Controls: ``index`` (a test pair), ``first`` and ``second`` (the classes whose capsules are
     reconstructed, set to the pair's labels whenever a pair is chosen); view: ``view``. The
     pair's capsules are computed once per pair."""
@@ -159,18 +159,15 @@ class PairExplorer:
         self.model = check_capsnet(model)
         if not isinstance(pairs, MultiMNIST):
             raise TypeError(f"pairs must be a capsedu MultiMNIST set, got {type(pairs).__name__}")
+        super().__init__(PairFigure(pairs.canvas))
         self.pairs = pairs
         last = len(pairs) - 1
         self.index = widgets.BoundedIntText(value=min(max(index, 0), last), min=0, max=last,
                                             description="pair", layout=widgets.Layout(width="180px"))
         self.first, self.second = (widgets.IntSlider(value=0, min=0, max=9, description=name)
                                    for name in ("orange", "blue"))
-        self.view = widgets.Image(format="png")
-        self.panel = PairFigure(pairs.canvas)
-        self.renderer = BlitRenderer(self.panel.figure, self.panel.artists)
         self.capsules: torch.Tensor | None = None  # (1, J, D) of the chosen pair
         self.shown: tuple[int, int] = (0, 0)
-        self.redraws = 0
         self._hold = False  # True while select_pair moves both sliders: one redraw, not three
         self.index.observe(lambda _: self.select_pair(), names="value")
         for control in (self.first, self.second):
@@ -200,19 +197,7 @@ class PairExplorer:
             recon = self.model.decode(self.capsules.expand(2, -1, -1), torch.tensor(self.shown))
         self.panel.update(self.image[0, 0], labels, self.capsules[0].norm(dim=-1), self.shown,
                           (recon[0, 0], recon[1, 0]))
-        self.view.value = self.renderer.png()
-        self.redraws += 1
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
-
-    def snapshot(self):
-        r"""What the widget shows now, as an ``IPython.display.Image`` (for static copies)."""
-        from IPython.display import Image
-
-        return Image(data=self.view.value, format="png")
+        self.redraw()
 
 
 def pair_explorer(model: CapsNet, pairs: MultiMNIST, index: int = 0) -> PairExplorer:

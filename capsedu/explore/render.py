@@ -4,13 +4,15 @@ r"""Render a matplotlib figure to PNG quickly when only a few of its artists cha
 once, keeps that background as pixels, and for each later frame restores it and draws only the
 artists that change - the standard matplotlib *blitting* technique, here on an off-screen Agg
 canvas whose pixels are then encoded as PNG for an ``ipywidgets.Image``. This is what keeps the
-lesson-07 explorers within their latency goals on a laptop CPU.
+lesson-07 explorers within their latency goals on a laptop CPU. :class:`PngView` is what every
+explorer shares: its figure panel, the renderer and the ``ipywidgets.Image`` that shows it.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from typing import Any
 
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -73,3 +75,33 @@ class BlitRenderer:
         buffer = io.BytesIO()
         frame.convert("RGB").save(buffer, format="png", compress_level=self.compress_level)
         return buffer.getvalue()
+
+
+class PngView:
+    r"""An explorer's view: ``panel`` (with ``.figure`` and the changing ``.artists``) rendered by a
+    :class:`BlitRenderer` into one ``ipywidgets.Image``. Subclasses build ``self.widget`` (their
+    controls around ``self.view``), update the panel, then call :meth:`redraw`."""
+
+    def __init__(self, panel: Any) -> None:
+        import ipywidgets as widgets
+
+        self.view = widgets.Image(format="png")
+        self.panel, self.figure = panel, panel.figure
+        self.renderer = BlitRenderer(panel.figure, panel.artists)
+        self.redraws = 0
+
+    def redraw(self) -> None:
+        r"""Re-render the (already updated) figure into the image widget; blits unless invalidated."""
+        self.view.value = self.renderer.png()
+        self.redraws += 1
+
+    def snapshot(self) -> Any:
+        r"""What the widget shows now, as an ``IPython.display.Image`` (for static copies)."""
+        from IPython.display import Image
+
+        return Image(data=self.view.value, format="png")
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)

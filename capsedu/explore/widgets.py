@@ -36,7 +36,7 @@ from capsedu.explore.probes import (
     perturbed_reconstructions,
     routing_trace,
 )
-from capsedu.explore.render import BlitRenderer
+from capsedu.explore.render import PngView
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 
 __all__ = ["PerturbationExplorer", "RoutingExplorer", "perturbation_explorer", "routing_explorer"]
@@ -54,42 +54,23 @@ def check_dataset(dataset: object) -> Any:
     return dataset
 
 
-class _Explorer:
-    r"""Shared parts: the model and data, the image-index box, the PNG view and its renderer."""
+class _Explorer(PngView):
+    r"""Shared parts: the model and data, the image-index box, and the view (:class:`PngView`)."""
 
     def __init__(self, model: CapsNet, dataset: Any, index: int, panel: Any) -> None:
         import ipywidgets as widgets
 
+        super().__init__(panel)
         self.model, self.dataset = check_capsnet(model), check_dataset(dataset)
         last = len(dataset.labels) - 1
         self.index = widgets.BoundedIntText(value=min(max(index, 0), last), min=0, max=last,
                                             description="image", layout=widgets.Layout(width="180px"))
-        self.view = widgets.Image(format="png")
-        self.panel, self.figure = panel, panel.figure
-        self.renderer = BlitRenderer(panel.figure, panel.artists)
-        self.redraws = 0
 
     def image(self) -> torch.Tensor:
         return check_image(self.dataset.images[self.index.value])[0, 0]  # (H, W)
 
     def true_label(self) -> int:
         return int(self.dataset.labels[self.index.value])
-
-    def redraw(self) -> None:
-        r"""Re-render the (already updated) figure into the image widget; blits unless invalidated."""
-        self.view.value = self.renderer.png()
-        self.redraws += 1
-
-    def snapshot(self) -> Any:
-        r"""What the widget shows now, as an ``IPython.display.Image`` (for static copies)."""
-        from IPython.display import Image
-
-        return Image(data=self.view.value, format="png")
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
 
 
 class PerturbationExplorer(_Explorer):
