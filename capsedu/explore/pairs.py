@@ -62,7 +62,7 @@ def pair_figure(model: CapsNet, pairs: MultiMNIST, indices: list[int]) -> Figure
              (targets.labels[:, 0], targets.labels[:, 1], absent)]  # 3 x (B, S, S)
     figure = Figure(figsize=(8.2, 1.75 * len(indices) + 0.5), layout="constrained")
     axes = figure.subplots(len(indices), 5, squeeze=False)
-    for row, b in enumerate(range(len(indices))):
+    for b in range(len(indices)):
         first, second = targets.labels[b].tolist()
         predicted = sorted(lengths[b].topk(2).indices.tolist())
         right = predicted == sorted([first, second])
@@ -72,9 +72,9 @@ def pair_figure(model: CapsNet, pairs: MultiMNIST, indices: list[int]) -> Figure
                   (recon[1][b].numpy(), f"capsule {second}"),
                   (colour_pair(images[b, 0], recon[0][b], recon[1][b]), f"{first} orange, {second} blue"),
                   (recon[2][b].numpy(), f"capsule {int(absent[b])} (not there)")]
-        for ax, (picture, title) in zip(axes[row], panels):
+        for ax, (picture, title) in zip(axes[b], panels):
             ax.imshow(picture, cmap="gray", vmin=0, vmax=1)
-            ax.set_title(title, fontsize=8, color="black" if right or ax is not axes[row, 0] else "tab:red")
+            ax.set_title(title, fontsize=8, color="black" if right or ax is not axes[b, 0] else "tab:red")
             ax.set_xticks([]), ax.set_yticks([])
     figure.suptitle("L: labels, R: the two longest capsules; each reconstruction masks all "
                     "capsules but one", fontsize=9)
