@@ -1,13 +1,18 @@
 """The matrix-capsule network of lesson 11 (in preparation): shapes, sizes, the spread loss, the
-patches every convolutional capsule routes, and gradients that reach every parameter."""
+patches every convolutional capsule routes, gradients that reach every parameter, the network's
+loss and the margin schedule, and the errors bad input gets."""
 
+import pytest
 import torch
 
+import capsedu
+from capsedu.nets import registry
 from capsedu.nets.matrix_capsnet import (
     ClassMatrixCaps,
     ConvMatrixCaps,
     MatrixCapsConfig,
     MatrixCapsNet,
+    margin_schedule,
     spread_loss,
 )
 
@@ -65,3 +70,57 @@ def test_class_votes_carry_each_capsules_scaled_position():
     torch.testing.assert_close(plain[..., 7], torch.tensor([0.0, 1 / 3, 2 / 3]).view(3, 1, 1).expand(3, 3, 2))
     others = [k for k in range(16) if k not in (3, 7)]
     torch.testing.assert_close(plain[..., others], torch.zeros(3, 3, 2, 14))
+
+
+def _tiny_network() -> MatrixCapsNet:
+    return MatrixCapsNet(MatrixCapsConfig(conv1_channels=8, primary_types=2, conv_caps1_types=3,
+                                          conv_caps2_types=3))
+
+
+def test_loss_is_the_spread_loss_at_the_models_margin_and_counts_right():
+    torch.manual_seed(3)
+    model, images, labels = _tiny_network(), torch.rand(4, 1, 28, 28), torch.tensor([0, 3, 3, 9])
+    model.margin = 0.7
+    value, correct = model.loss(images, labels)
+    activations = model(images)[1]
+    torch.testing.assert_close(value, spread_loss(activations, labels, 0.7))
+    assert correct == (activations.argmax(dim=1) == labels).sum()
+    model.margin = 0.3
+    assert not torch.isclose(model.loss(images, labels).value, value)
+
+
+def test_config_round_trips_through_plain_data():
+    config = MatrixCapsConfig(conv1_channels=8, routing_iterations=3)
+    assert MatrixCapsConfig.from_dict(config.to_dict()) == config
+
+
+def test_margin_schedule_ramps_from_start_to_end_through_fit(monkeypatch):
+    # not yet one of the course's kinds (lesson 11 is in preparation): registered for this test only
+    monkeypatch.setitem(registry._EXTRA, MatrixCapsNet.kind, MatrixCapsNet)
+    model = _tiny_network()
+    model.margin = 0.5
+    callback = margin_schedule(model, ramp_epochs=4)
+    assert model.margin == 0.2  # set to the start at once
+    seen = []
+    data = [(torch.rand(2, 1, 28, 28), torch.tensor([1, 2]))]
+    capsedu.fit(model, data, epochs=6, lr=1e-3, progress=False,
+                on_epoch_end=lambda epoch, history: seen.append(callback(epoch, history) or model.margin))
+    assert seen == pytest.approx([0.375, 0.55, 0.725, 0.9, 0.9, 0.9])
+
+
+@pytest.mark.parametrize("activations, labels, margin, message", [
+    (torch.rand(0, 10), torch.zeros(0, dtype=torch.long), 0.5, "activations must be"),
+    (torch.rand(2, 10), torch.tensor([1, 10]), 0.5, "labels must be"),
+    (torch.rand(2, 10), torch.tensor([1.0, 2.0]), 0.5, "labels must be"),
+    (torch.rand(2, 10), torch.tensor([1, 2, 3]), 0.5, "labels must be"),
+    (torch.rand(2, 10), torch.tensor([1, 2]), 0.0, "margin must be"),
+])
+def test_spread_loss_names_bad_input(activations, labels, margin, message):
+    with pytest.raises(ValueError, match=message):
+        spread_loss(activations, labels, margin)
+
+
+@pytest.mark.parametrize("ramp, start, end", [(0, 0.2, 0.9), (True, 0.2, 0.9), (3, 0.9, 0.2), (3, 0.0, 0.9)])
+def test_margin_schedule_names_bad_arguments(ramp, start, end):
+    with pytest.raises(ValueError, match="ramp_epochs|start and end"):
+        margin_schedule(_tiny_network(), ramp, start, end)

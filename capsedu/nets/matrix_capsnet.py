@@ -17,8 +17,8 @@ overlapping patches). The class layer shares ``W`` over positions and adds each 
 (x, y) grid position to the first two entries of its vote's last column (coordinate addition).
 
 Loss: the spread loss :math:`L = \sum_{i \ne t}\max(0, m - (a_t - a_i))^2`, batch mean, with the
-margin ``m`` an explicit attribute (:attr:`MatrixCapsNet.margin`) that the training recipe moves
-from 0.2 to 0.9.
+margin ``m`` an explicit attribute (:attr:`MatrixCapsNet.margin`) that :func:`margin_schedule`
+(an epoch callback for :func:`capsedu.fit`) moves from 0.2 to 0.9, as the paper does.
 
 Shape legend:
     N      batch size;  H, W  grid height and width;  K  kernel size
@@ -28,6 +28,7 @@ Shape legend:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -35,10 +36,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from capsedu.nets.em_routing import DEFAULT_INVERSE_TEMPERATURE, em_routing_unchecked
+from capsedu.nets.registry import Loss, NetworkConfig
 
 
 @dataclass(frozen=True)
-class MatrixCapsConfig:
+class MatrixCapsConfig(NetworkConfig):
     r"""Sizes of :class:`MatrixCapsNet` (defaults: the port's 64/8/16/16 MNIST configuration)."""
 
     image_size: int = 28
@@ -138,6 +140,15 @@ class ClassMatrixCaps(nn.Module):
 
 def spread_loss(activations: torch.Tensor, labels: torch.Tensor, margin: float) -> torch.Tensor:
     r"""Spread loss :math:`\frac1N\sum_n\sum_{i\ne t}\max(0, m - (a_t - a_i))^2` of activations (N, J)."""
+    if activations.dim() != 2 or len(activations) == 0:
+        raise ValueError(f"activations must be (N, J) with N >= 1, got {tuple(activations.shape)}")
+    if (labels.shape != activations.shape[:1] or labels.dtype.is_floating_point
+            or labels.min() < 0 or labels.max() >= activations.shape[1]):
+        raise ValueError(f"labels must be ({len(activations)},) integer classes in [0, "
+                         f"{activations.shape[1]}), got shape {tuple(labels.shape)}, dtype "
+                         f"{labels.dtype}, values {labels.min().item()}..{labels.max().item()}")
+    if not 0 < margin <= 1:
+        raise ValueError(f"margin must be in (0, 1], got {margin}")
     target = activations.gather(1, labels.view(-1, 1))  # (N, 1)
     gaps = F.relu(margin - (target - activations)) ** 2  # (N, J): the target's own term is m^2
     return (gaps.sum(dim=1) - margin ** 2).mean()
@@ -146,6 +157,7 @@ def spread_loss(activations: torch.Tensor, labels: torch.Tensor, margin: float) 
 class MatrixCapsNet(nn.Module):
     r"""conv1 -> primary matrix capsules -> two convolutional capsule layers -> class capsules."""
 
+    kind = "em"
     config_class = MatrixCapsConfig
 
     def __init__(self, config: MatrixCapsConfig | None = None) -> None:
@@ -168,3 +180,26 @@ class MatrixCapsNet(nn.Module):
 
     def class_scores(self, x: torch.Tensor) -> torch.Tensor:
         return self(x)[1]  # (N, J)
+
+    def loss(self, images: torch.Tensor, labels: torch.Tensor) -> Loss:
+        r"""The spread loss at the current :attr:`margin`, and the number of images right."""
+        activations = self(images)[1]  # (N, J)
+        value = spread_loss(activations, labels, self.margin)
+        return Loss(value, (activations.argmax(dim=1) == labels).sum())
+
+
+def margin_schedule(model: MatrixCapsNet, ramp_epochs: int, start: float = 0.2,
+                    end: float = 0.9) -> Callable[[int, dict], None]:
+    r"""An epoch callback for :func:`capsedu.fit`: sets ``model.margin`` to ``start`` now and moves
+    it linearly to ``end`` over ``ramp_epochs`` epochs (the paper: "a small margin of 0.2 ...
+    linearly increased during training to 0.9"), then keeps it there."""
+    if isinstance(ramp_epochs, bool) or not isinstance(ramp_epochs, int) or ramp_epochs < 1:
+        raise ValueError(f"ramp_epochs must be an int >= 1, got {ramp_epochs!r}")
+    if not 0 < start <= end <= 1:
+        raise ValueError(f"start and end must satisfy 0 < start <= end <= 1, got {start}, {end}")
+    model.margin = start
+
+    def callback(epoch: int, history: dict) -> None:
+        model.margin = start + (end - start) * min(epoch / ramp_epochs, 1.0)
+
+    return callback
