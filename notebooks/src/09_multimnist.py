@@ -361,8 +361,8 @@ explorer.snapshot()
 # %% [markdown]
 # ### Ideas to try
 #
-# - Train the CapsNet recipe for longer or wider (`capsedu.zoo.train.train_recipe` with a
-#   `dataclasses.replace`d recipe, or from a terminal `benchmarks/multimnist_study.py --epochs 4
+# - Train the CapsNet recipe for longer or wider (`capsedu.zoo.train.train_recipe` with a recipe
+#   changed by `dataclasses.replace`, or from a terminal `benchmarks/multimnist_study.py --epochs 4
 #   --config '{"primary_types": 16}'`) and extend the curve above; or with `merge="max"`
 #   (`capsedu.FreshPairs(..., merge="max")`). If you have the 60,000-image training files, train
 #   on more digits than the 4,000 offline ones: the one change the course could not try.
