@@ -9,22 +9,28 @@ import torch
 from capsedu.nets.em_routing import em_routing
 
 
-def literal_em(V, a, beta_u, beta_a, iterations, lambdas, eps=1e-8):
-    """Procedure 1, one image, one capsule and one pose entry at a time."""
+def literal_em(V, a, beta_u, beta_a, iterations, lambdas, eps=1e-8, normalise=False):
+    """Procedure 1, one image, one capsule and one pose entry at a time (``normalise``: the
+    summed costs standardised over j, em_routing's ``normalise_cost`` option)."""
     B, I, J, H = V.shape
     mus, acts, Rs = [], [], []
     for b in range(B):
         R = [[1.0 / J] * J for _ in range(I)]
         for t in range(iterations):
             Rp = [[R[i][j] * float(a[b, i]) for j in range(J)] for i in range(I)]
-            mu, var, act = [], [], []
+            mu, var, costs = [], [], []
             for j in range(J):
                 mass = sum(Rp[i][j] for i in range(I))
                 m = [sum(Rp[i][j] * float(V[b, i, j, h]) for i in range(I)) / (mass + eps) for h in range(H)]
                 s2 = [sum(Rp[i][j] * (float(V[b, i, j, h]) - m[h]) ** 2 for i in range(I)) / (mass + eps) + eps
                       for h in range(H)]
-                cost = sum((float(beta_u[j]) + 0.5 * math.log(s2[h])) * mass for h in range(H))
-                mu.append(m), var.append(s2), act.append(1 / (1 + math.exp(-lambdas[t] * (float(beta_a[j]) - cost))))
+                costs.append(sum((float(beta_u[j]) + 0.5 * math.log(s2[h])) * mass for h in range(H)))
+                mu.append(m), var.append(s2)
+            if normalise:
+                mean = sum(costs) / J
+                std = math.sqrt(sum((c - mean) ** 2 for c in costs) / J)
+                costs = [(c - mean) / (std + eps) for c in costs]
+            act = [1 / (1 + math.exp(-lambdas[t] * (float(beta_a[j]) - costs[j]))) for j in range(J)]
             if t < iterations - 1:
                 for i in range(I):
                     logits = []
@@ -55,6 +61,16 @@ def test_vectorised_equals_the_literal_procedure(iterations, lam):
     torch.testing.assert_close(mu, mu_ref)
     torch.testing.assert_close(a_out, a_ref)
     torch.testing.assert_close(R, R_ref)
+
+
+@pytest.mark.parametrize("iterations", [1, 3])
+def test_the_normalised_cost_option_equals_its_literal_version(iterations):
+    V, a, beta_u, beta_a = problem(seed=5)
+    lambdas = [0.7] * iterations
+    results = em_routing(V, a, beta_u, beta_a, iterations, 0.7, normalise_cost=True)
+    torch.testing.assert_close(results, literal_em(V, a, beta_u, beta_a, iterations, lambdas, normalise=True))
+    plain = em_routing(V, a, beta_u, beta_a, iterations, 0.7)
+    assert not torch.allclose(results[1], plain[1])  # it is an option: off by default
 
 
 def test_assignments_sum_to_one_and_activations_lie_in_0_1():

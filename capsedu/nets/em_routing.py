@@ -80,13 +80,15 @@ def _check(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
 
 
 def m_step(R: torch.Tensor, activations: torch.Tensor, votes: torch.Tensor, beta_u: torch.Tensor,
-           beta_a: torch.Tensor, inverse_temperature: float,
-           eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+           beta_a: torch.Tensor, inverse_temperature: float, eps: float,
+           normalise_cost: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""The M-step in the routing's inner layout: R (B, J, I), votes (B, J, I, H).
 
     Returns ``(mu, sigma_sq, logit, deviation_sq)``: the Gaussians' means and variances (B, J, H),
     the output activations' logits :math:`\lambda(\beta_{a,j} - \sum_h \text{cost}_{jh})` (B, J)
     (a_j = sigmoid(logit)), and :math:`(V_{ijh} - \mu_{jh})^2` (B, J, I, H), which the E-step reuses.
+    With ``normalise_cost`` the summed costs are standardised over the output capsules of each
+    routing first (minus their mean over j, divided by their standard deviation plus eps).
     """
     R_weighted = R * activations.unsqueeze(1)  # (B, J, I)  R'_ij = R_ij a_i, not renormalised
     mass = R_weighted.sum(dim=2, keepdim=True)  # (B, J, 1)  sum_i R'_ij
@@ -95,7 +97,10 @@ def m_step(R: torch.Tensor, activations: torch.Tensor, votes: torch.Tensor, beta
     deviation_sq = (votes - mu.unsqueeze(2)).square()  # (B, J, I, H)
     sigma_sq = (weights @ deviation_sq).squeeze(2) / (mass + eps) + eps  # (B, J, H)
     cost = (beta_u.view(1, -1, 1) + 0.5 * torch.log(sigma_sq)) * mass  # (B, J, H)
-    logit = inverse_temperature * (beta_a.view(1, -1) - cost.sum(dim=-1))  # (B, J)
+    total = cost.sum(dim=-1)  # (B, J)
+    if normalise_cost:  # an option, not the paper's procedure: only relative costs count
+        total = (total - total.mean(dim=1, keepdim=True)) / (total.std(dim=1, unbiased=False, keepdim=True) + eps)
+    logit = inverse_temperature * (beta_a.view(1, -1) - total)  # (B, J)
     return mu, sigma_sq, logit, deviation_sq
 
 
@@ -111,7 +116,8 @@ def e_step(deviation_sq: torch.Tensor, sigma_sq: torch.Tensor, logit: torch.Tens
 def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
                beta_a: torch.Tensor, num_iterations: int = 3,
                inverse_temperature: float | Sequence[float] = DEFAULT_INVERSE_TEMPERATURE,
-               eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               eps: float = 1e-8,
+               normalise_cost: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""EM routing (Procedure 1 of the 2018 paper): ``(mu, a_out, R)``.
 
     Args:
@@ -127,6 +133,10 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
             with 0.001; with 0.01 the class activations start saturated at 1 and it stayed at
             chance (11.8 %). Not tuned further yet.
         eps: added to the variances and to the denominators :math:`\sum_i R'_{ij}`.
+        normalise_cost: off by default (then this is Procedure 1). On, the summed costs
+            :math:`\sum_h\text{cost}_{jh}` are standardised over j before the sigmoid, as several
+            published implementations do: the activations then depend on how much cheaper one
+            parent describes its votes than the others, not on the costs' scale.
     Returns:
         mu (B, J, H) the output poses, a_out (B, J) the output activations, and R (B, I, J) the
         assignments used in the last M-step.
@@ -135,13 +145,13 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
     require_int("num_iterations", num_iterations, minimum=1)
     lambdas = _temperatures(inverse_temperature, num_iterations)
     mu, a_out, R = em_routing_unchecked(votes.transpose(1, 2).contiguous(), activations, beta_u,
-                                        beta_a, lambdas, eps)
+                                        beta_a, lambdas, eps, normalise_cost)
     return mu, a_out, R.transpose(1, 2)  # R back to (B, I, J)
 
 
 def em_routing_unchecked(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
-                         beta_a: torch.Tensor, lambdas: Sequence[float],
-                         eps: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                         beta_a: torch.Tensor, lambdas: Sequence[float], eps: float = 1e-8,
+                         normalise_cost: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r""":func:`em_routing` without its input checks, for the network's layers (a NaN scan per layer
     would be a full pass), in the inner layout: ``votes`` (B, J, I, H), one λ per iteration; returns
     mu (B, J, H), a_out (B, J) and R (B, J, I).
@@ -153,7 +163,8 @@ def em_routing_unchecked(votes: torch.Tensor, activations: torch.Tensor, beta_u:
     batch, num_out, num_in, _ = votes.shape
     R = votes.new_full((batch, num_out, num_in), 1.0 / num_out)  # (B, J, I)
     for t, lam in enumerate(lambdas):
-        mu, sigma_sq, logit, deviation_sq = m_step(R, activations, votes, beta_u, beta_a, lam, eps)
+        mu, sigma_sq, logit, deviation_sq = m_step(R, activations, votes, beta_u, beta_a, lam, eps,
+                                                   normalise_cost)
         if t < len(lambdas) - 1:
             R = e_step(deviation_sq, sigma_sq, logit)  # (B, J, I)
     return mu, torch.sigmoid(logit), R

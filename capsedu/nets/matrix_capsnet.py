@@ -52,6 +52,8 @@ class MatrixCapsConfig(NetworkConfig):
     num_classes: int = 10
     routing_iterations: int = 2
     inverse_temperature: float = DEFAULT_INVERSE_TEMPERATURE
+    class_inverse_temperature: float | None = None  # the class layer's lambda (None: the same)
+    normalise_cost: bool = False  # em_routing's option, in every layer (off: Procedure 1)
 
 
 def _matmul4(poses: torch.Tensor, W: torch.Tensor, spec: str) -> torch.Tensor:
@@ -78,10 +80,11 @@ class ConvMatrixCaps(nn.Module):
     r"""K x K convolutional capsules: every output position routes the capsules of its patch by EM."""
 
     def __init__(self, in_types: int, out_types: int, kernel: int, stride: int,
-                 iterations: int, inverse_temperature: float) -> None:
+                 iterations: int, inverse_temperature: float, normalise_cost: bool = False) -> None:
         super().__init__()
         self.kernel, self.stride, self.in_types, self.out_types = kernel, stride, in_types, out_types
         self.lambdas = [inverse_temperature] * iterations
+        self.normalise_cost = normalise_cost
         self.W = nn.Parameter(0.5 * torch.randn(kernel, kernel, in_types, out_types, 4, 4))
         self.beta_u = nn.Parameter(torch.zeros(out_types))
         self.beta_a = nn.Parameter(torch.zeros(out_types))
@@ -102,7 +105,8 @@ class ConvMatrixCaps(nn.Module):
         votes = _matmul4(pose_patches, self.W, "nlxytpq,xytcqr->nlcxytpr")  # (N, L, T_out, K, K, T_in, 16)
         votes = votes.reshape(-1, self.out_types, k * k * t, 16)  # (N*L, J, I, 16): routing's layout
         mu, a_out, _ = em_routing_unchecked(votes, act_patches.reshape(-1, k * k * t),
-                                            self.beta_u, self.beta_a, self.lambdas)
+                                            self.beta_u, self.beta_a, self.lambdas,
+                                            normalise_cost=self.normalise_cost)
         mu = mu.view(n, out_h, out_w, self.out_types, 16).permute(0, 3, 1, 2, 4)  # (N, T_out, H', W', 16)
         return mu, a_out.view(n, out_h, out_w, self.out_types).permute(0, 3, 1, 2)  # (N, T_out, H', W')
 
@@ -110,10 +114,12 @@ class ConvMatrixCaps(nn.Module):
 class ClassMatrixCaps(nn.Module):
     r"""Class capsules: one W per input type shared over the grid, plus coordinate addition."""
 
-    def __init__(self, in_types: int, num_classes: int, iterations: int, inverse_temperature: float) -> None:
+    def __init__(self, in_types: int, num_classes: int, iterations: int, inverse_temperature: float,
+                 normalise_cost: bool = False) -> None:
         super().__init__()
         self.num_classes = num_classes
         self.lambdas = [inverse_temperature] * iterations
+        self.normalise_cost = normalise_cost
         self.W = nn.Parameter(0.5 * torch.randn(in_types, num_classes, 4, 4))
         self.beta_u = nn.Parameter(torch.zeros(num_classes))
         self.beta_a = nn.Parameter(torch.zeros(num_classes))
@@ -134,7 +140,8 @@ class ClassMatrixCaps(nn.Module):
     def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         votes = self.votes(poses).transpose(1, 2).contiguous()  # (N, J, I, 16): routing's layout
         mu, a_out, _ = em_routing_unchecked(votes, activations.reshape(len(poses), -1),
-                                            self.beta_u, self.beta_a, self.lambdas)
+                                            self.beta_u, self.beta_a, self.lambdas,
+                                            normalise_cost=self.normalise_cost)
         return mu, a_out  # (N, J, 16), (N, J)
 
 
@@ -163,12 +170,13 @@ class MatrixCapsNet(nn.Module):
     def __init__(self, config: MatrixCapsConfig | None = None) -> None:
         super().__init__()
         self.config = config = config or MatrixCapsConfig()
-        r, lam = config.routing_iterations, config.inverse_temperature
+        r, lam, norm = config.routing_iterations, config.inverse_temperature, config.normalise_cost
+        class_lam = lam if config.class_inverse_temperature is None else config.class_inverse_temperature
         self.conv1 = nn.Conv2d(config.in_channels, config.conv1_channels, kernel_size=5, stride=2)
         self.primary = PrimaryMatrixCaps(config.conv1_channels, config.primary_types)
-        self.caps1 = ConvMatrixCaps(config.primary_types, config.conv_caps1_types, 3, 2, r, lam)
-        self.caps2 = ConvMatrixCaps(config.conv_caps1_types, config.conv_caps2_types, 3, 1, r, lam)
-        self.classes = ClassMatrixCaps(config.conv_caps2_types, config.num_classes, r, lam)
+        self.caps1 = ConvMatrixCaps(config.primary_types, config.conv_caps1_types, 3, 2, r, lam, norm)
+        self.caps2 = ConvMatrixCaps(config.conv_caps1_types, config.conv_caps2_types, 3, 1, r, lam, norm)
+        self.classes = ClassMatrixCaps(config.conv_caps2_types, config.num_classes, r, class_lam, norm)
         self.margin = 0.2  # the spread loss's margin, moved from 0.2 to 0.9 by the training recipe
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,580 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lesson 11 — Matrix capsules with EM routing
+#
+# A year after dynamic routing, Hinton, Sabour & Frosst (2018, "Matrix capsules with EM routing")
+# changed both halves of a capsule. Its **pose** became a 4 × 4 matrix — the viewpoint of the
+# entity it detects, as a linear map — and its presence a separate **activation** in [0, 1]
+# instead of a vector's length. Routing became **clustering**: every parent capsule fits a
+# Gaussian to the votes of its children, children are assigned to the parents whose Gaussians
+# explain their votes, and a parent is active when its Gaussian describes its votes more cheaply
+# than chance would. The algorithm is Expectation–Maximisation (EM), the paper's Procedure 1.
+#
+# It is the best-known routing after Procedure 1 of 2017, and the most often implemented wrongly.
+# The best-known PyTorch port renormalises the routing weights right after multiplying them by the
+# children's activations, which cancels those activations; its users report NaN losses with more
+# than one iteration. In this lesson you build the two steps of EM routing by hand on a 2-D toy,
+# check them against `capsedu.nets.em_routing`, look at a trained network's routing of a real
+# digit, find that bug yourself, and measure what λ and the number of iterations do.
+
+# %% [markdown]
+# ## Learning objectives
+#
+# After this lesson you can
+#
+# - explain why a capsule's pose is a **4 × 4 matrix** and a vote a **matrix product**
+#   (pose × a learned transformation), and why agreeing votes mean a part–whole relation;
+# - write the **M-step** (weighted mean, variance, cost and activation of each parent) and the
+#   **E-step** (each child's assignments, in log space) of EM routing, and say what each symbol of
+#   Procedure 1 does;
+# - read the **activation as a cost**: a parent is active when a tight Gaussian describes many
+#   votes;
+# - see routing as clustering on a 2-D toy and on a trained network's votes, iteration by
+#   iteration, with the **EM explorer**;
+# - spot the bug that cancels the activations, and say what the **inverse temperature λ** and the
+#   number of iterations change.
+#
+# ## Prerequisites and time
+#
+# Lessons 03 (dynamic routing: votes, agreement, coupling coefficients) and 06 (training). A
+# Gaussian's density and the idea of a mixture model help. About 60 minutes, of which the
+# computations take under 3 minutes on two CPU cores: the network is shipped
+# (`capsedu.pretrained("em")`, trained by `python -m capsedu.zoo.train em`), the lesson trains
+# only for a few seconds.
+
+# %%
+# %matplotlib inline
+import dataclasses
+import math
+
+import matplotlib.pyplot as plt
+import torch
+
+import capsedu
+from capsedu.course.checks.em import check_e_step, check_m_step, check_spot_the_bug
+from capsedu.explore.em import digit_votes, em_explorer, em_figure, em_trace, toy_votes
+from capsedu.nets.em_routing import em_routing
+from capsedu.nets.matrix_capsnet import MatrixCapsNet
+from capsedu.training.runtime import reuse_large_allocations
+from capsedu.zoo.train import RECIPES, train_recipe
+
+# %%
+capsedu.set_seed(0)
+train_digits = capsedu.load_offline("train")  # the 4,000 digits the shipped network learned from
+test_digits = capsedu.load_mnist("test")  # the official 10,000 test digits where present
+
+# %% [markdown]
+# ## Build it
+#
+# ### 1. A pose is a matrix, a vote is a product
+#
+# In lesson 03 a child capsule $i$ predicted its parent $j$ as $\hat{\mathbf u}_{j|i} =
+# \mathbf W_{ij}\mathbf u_i$: a vector times a learned matrix. Matrix capsules make the pose
+# itself a matrix $M_i$ (4 × 4, the 16 numbers of a homogeneous 3-D transformation: rotation,
+# scale, translation). If $M_i$ is the viewpoint of a nose and $W_{ij}$ the fixed relation "where
+# a face is, relative to its nose", then the **vote** $V_{ij} = M_i W_{ij}$ is where that nose
+# says the face is. Turn the head: every part's pose changes by the same transformation $T$,
+# $T M_i W_{ij} = T V_{ij}$ — the votes move together, and parts that belong to one face **keep
+# agreeing** whatever the viewpoint. That is the whole idea, in a few lines:
+
+# %%
+def pose(angle: float, x: float, y: float) -> torch.Tensor:
+    """A 4x4 homogeneous pose: a rotation by ``angle`` about z, then a shift by (x, y)."""
+    c, s = math.cos(angle), math.sin(angle)
+    return torch.tensor([[c, -s, 0, x], [s, c, 0, y], [0, 0, 1, 0], [0, 0, 0, 1.0]])
+
+
+face = pose(0.0, 0.0, 0.0)  # where the face is, in the image
+parts = {"nose": pose(0.0, 0.0, -0.2), "left eye": pose(0.1, -0.3, 0.3)}  # poses of the parts
+W = {name: torch.linalg.inv(M) @ face for name, M in parts.items()}  # learned part -> face relations
+turn = pose(0.6, 1.0, 0.5)  # the whole head turns and moves
+for name, M in parts.items():
+    before, after = M @ W[name], (turn @ M) @ W[name]
+    x, y = (round(float(value), 2) + 0.0 for value in before[:2, 3])  # no "-0.00" from rounding
+    print(f"{name:8s} votes face at ({x:+.2f}, {y:+.2f}); after the turn ({after[0, 3]:+.2f}, "
+          f"{after[1, 3]:+.2f}), rotated by {math.degrees(math.atan2(after[1, 0], after[0, 0])):.0f}°")
+
+# %% [markdown]
+# Both parts vote for the same face pose before and after the turn. EM routing's job is to find
+# such agreeing groups among many votes — some from parts that belong together, most from parts
+# that do not.
+#
+# ### 2. Routing as clustering: the 2-D toy
+#
+# A toy with poses of $H = 2$ numbers, so that votes can be drawn: 24 children, 3 candidate
+# parents, every child votes for every parent. Children 0–7 agree on a pose for parent 0, children
+# 8–15 on a pose for parent 1; every other vote is scattered, and no group agrees on parent 2.
+
+# %%
+votes, child_activations = toy_votes(seed=0)  # (I, J, H) = (24, 3, 2), (I,) all 1
+print("votes", tuple(votes.shape), "activations", tuple(child_activations.shape))
+
+# %% [markdown]
+# EM routing fits, **per parent** $j$, a Gaussian with mean $\mu_j$ (the parent's pose) and
+# per-entry variances $\sigma^2_{jh}$ to the votes $V_{ij}$ of all children — each vote weighed by
+# how much its child is assigned to that parent, $R_{ij}$, and by the child's activation $a_i$.
+# Procedure 1 starts with $R_{ij} = 1/J$ and alternates two steps.
+#
+# **The M-step** (Maximisation: fit the Gaussians and the activations to the assignments):
+#
+# $$R'_{ij} = R_{ij}\,a_i,\qquad
+#   \mu_{jh} = \frac{\sum_i R'_{ij}V_{ijh}}{\sum_i R'_{ij}},\qquad
+#   \sigma^2_{jh} = \frac{\sum_i R'_{ij}(V_{ijh}-\mu_{jh})^2}{\sum_i R'_{ij}} + \varepsilon,$$
+#
+# $$\text{cost}_{jh} = \Big(\beta_{u,j} + \tfrac12\log\sigma^2_{jh}\Big)\sum_i R'_{ij},\qquad
+#   a_j = \operatorname{sigmoid}\Big(\lambda\big(\beta_{a,j} - \textstyle\sum_h\text{cost}_{jh}\big)\Big).$$
+#
+# The cost is a **description length**. Describing a vote entry with a Gaussian of variance
+# $\sigma^2$ costs about $\tfrac12\log\sigma^2$ nats (plus a constant); $\beta_u$ is what
+# describing it *without* the parent costs. A parent whose votes are tight (small $\sigma^2$) and
+# many (large mass $\sum_i R'_{ij}$) saves the most, so it switches on; $\beta_a$ and $\beta_u$ are
+# learned, and $\lambda$ (the *inverse temperature*) sets how sharply the saving is turned into
+# an activation.
+
+# %%
+def my_m_step(R, a_in, V, beta_u, beta_a, lam, eps=1e-8):
+    """One image: R (I, J), a_in (I,), V (I, J, H) -> mu (J, H), sigma_sq (J, H), a_out (J,)."""
+    R_weighted = R * a_in[:, None]  # (I, J) R'_ij = R_ij a_i
+    mass = R_weighted.sum(dim=0)  # (J,)
+    mu = (R_weighted[..., None] * V).sum(dim=0) / (mass[:, None] + eps)  # (J, H)
+    sigma_sq = (R_weighted[..., None] * (V - mu) ** 2).sum(dim=0) / (mass[:, None] + eps) + eps  # (J, H)
+    cost = (beta_u[:, None] + 0.5 * torch.log(sigma_sq)) * mass[:, None]  # (J, H)
+    a_out = torch.sigmoid(lam * (beta_a - cost.sum(dim=1)))  # (J,)
+    return mu, sigma_sq, a_out
+
+
+# %% [markdown]
+# **The E-step** (Expectation: re-assign each child to the parents that explain its votes). The
+# probability density of child $i$'s vote under parent $j$'s Gaussian, times the parent's
+# activation, normalised over the parents:
+#
+# $$p_{ij} = \prod_h \frac{1}{\sqrt{2\pi\sigma^2_{jh}}}\exp\Big(-\frac{(V_{ijh}-\mu_{jh})^2}{2\sigma^2_{jh}}\Big),
+#   \qquad R_{ij} = \frac{a_j\,p_{ij}}{\sum_k a_k\,p_{ik}}.$$
+#
+# Written as it reads:
+
+# %%
+def my_e_step(V, mu, sigma_sq, a_out):
+    """One image: V (I, J, H), mu and sigma_sq (J, H), a_out (J,) -> R (I, J)."""
+    density = torch.exp(-(V - mu) ** 2 / (2 * sigma_sq)) / torch.sqrt(2 * math.pi * sigma_sq)  # (I, J, H)
+    p = density.prod(dim=-1)  # (I, J)
+    weighted = a_out * p  # (I, J)
+    return weighted / weighted.sum(dim=1, keepdim=True)  # (I, J): each child's row sums to 1
+
+
+def my_em_routing(V, a_in, beta_u, beta_a, iterations, lam):
+    """Procedure 1 for one image: M-step every iteration, E-step all but the last."""
+    R = torch.full(V.shape[:2], 1.0 / V.shape[1])  # (I, J)
+    for t in range(iterations):
+        mu, sigma_sq, a_out = my_m_step(R, a_in, V, beta_u, beta_a, lam)
+        if t < iterations - 1:
+            R = my_e_step(V, mu, sigma_sq, a_out)
+    return mu, a_out, R
+
+
+# %% [markdown]
+# Run it on the toy with $\beta_u = \beta_a = 0$ and $\lambda = 0.1$ (numbers that suit the toy's
+# scale; in a network they are learned or tuned):
+
+# %%
+zeros = torch.zeros(3)
+for iterations in (1, 2, 3, 4):
+    _, a_out, R = my_em_routing(votes, child_activations, zeros, zeros, iterations, lam=0.1)
+    print(f"{iterations} iteration(s): parent activations {[round(x, 3) for x in a_out.tolist()]}, "
+          f"mean R of children 0-7 to parent 0: {R[:8, 0].mean():.2f}, "
+          f"of children 8-15 to parent 1: {R[8:16, 1].mean():.2f}")
+
+# %% [markdown]
+# With one iteration (only an M-step on $R = 1/3$) the three activations differ a little
+# (0.34, 0.25, 0.21): the agreeing votes already make parents 0 and 1 tighter than parent 2.
+# Every further iteration moves the two groups' assignments towards their parents (from 0.33 to
+# 0.90 and 0.73 after four) and the parents' activations up, the two agreed-on parents most
+# (0.77 and 0.61); parent 2, which no group explains, gains least (0.42) — its Gaussian stays
+# wide. Parent 1's group is assigned more slowly than parent 0's (0.43 against 0.72 after two
+# iterations): the EM explorer below shows it step by step.
+
+# %% [markdown]
+# ## Check it
+#
+# `capsedu.nets.em_routing.em_routing` is the same procedure, batched: votes (B, I, J, H),
+# activations (B, I), one $\beta_u$ and $\beta_a$ per parent, λ a float or one value per iteration.
+# It returns the parents' poses $\mu$ (B, J, H), activations (B, J) and the assignments R
+# (B, I, J) its last M-step used.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for iterations in (1, 2, 3):
+    mine = my_em_routing(votes, child_activations, zeros, zeros, iterations, lam=0.1)
+    theirs = em_routing(votes[None], child_activations[None], zeros, zeros, iterations, 0.1)
+    same = all(torch.allclose(m, t[0], atol=1e-6) for m, t in zip(mine, theirs))
+    print(f"{iterations} iteration(s): my_em_routing equals capsedu's em_routing: {same}")
+
+# %% [markdown]
+# ### Why "in log space"
+#
+# The E-step above multiplies 16 densities per vote in a real network. Move one child's votes
+# far from every Gaussian — a child whose part is out of place — and each density underflows to
+# 0, the row becomes 0/0:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+far = votes.clone()
+far[0] += 40.0  # child 0 now votes far from every parent
+mu, sigma_sq, a_out = my_m_step(torch.full((24, 3), 1 / 3), child_activations, votes, zeros, zeros, 0.1)
+print("my_e_step, child 0:", my_e_step(far, mu, sigma_sq, a_out)[0])
+_, _, R_capsedu = em_routing(far[None], child_activations[None], zeros, zeros, 2, 0.1)
+print("capsedu, child 0:  ", R_capsedu[0, 0])
+
+# %% [markdown]
+# `capsedu` computes $\log p_{ij} = \sum_h\big[-\frac{(V_{ijh}-\mu_{jh})^2}{2\sigma^2_{jh}}
+# - \tfrac12\log\sigma^2_{jh} - \tfrac12\log 2\pi\big]$ and $R_{ij} = \operatorname{softmax}_j(\log
+# a_j + \log p_{ij})$: the softmax subtracts the largest term before exponentiating, so the
+# child still gets a distribution over the parents (here 0.16, 0.41 and 0.42). You
+# write this version in Exercise 2. The tests of `capsedu` also check that the gradients stay
+# finite with 1, 2 and 3 iterations for votes from 0.001 to 1,000 in size, in float32, and
+# compare the batched code with a literal loop over Procedure 1.
+
+# %% [markdown]
+# ## Use capsedu
+#
+# ### The network
+#
+# `capsedu.nets.matrix_capsnet.MatrixCapsNet` is the paper's smallNORB architecture at the sizes
+# $A, B, C, D = 64, 8, 16, 16$: a 5 × 5 convolution, a 1 × 1 convolution read as 8 types of
+# primary matrix capsules (pose and sigmoid activation) on a 12 × 12 grid, two convolutional
+# capsule layers (3 × 3 kernels, each patch routed by EM, transformation matrices shared across
+# positions) and 10 class capsules, whose votes get **coordinate addition** — each child's
+# scaled (x, y) position added to its vote — so that the class pose knows where its parts were.
+# The loss is the **spread loss** $\sum_{i\ne t}\max(0, m - (a_t - a_i))^2$, with the margin $m$
+# raised from 0.2 to 0.9 during training, as in the paper.
+
+# %%
+model = MatrixCapsNet()
+images, labels = next(iter(torch.utils.data.DataLoader(train_digits, batch_size=4)))
+poses, class_activations = model(images)
+print(f"{sum(p.numel() for p in model.parameters()):,} parameters; class poses "
+      f"{tuple(poses.shape)}, class activations {tuple(class_activations.shape)}")
+for name, layer in (("caps1", model.caps1), ("caps2", model.caps2)):
+    print(f"{name}: {layer.kernel}x{layer.kernel} kernel, stride {layer.stride}, "
+          f"{layer.kernel ** 2 * layer.in_types} children per patch -> {layer.out_types} parents")
+
+# %% [markdown]
+# ### Train for a moment
+#
+# EM routing allocates large tensors (at batch 32 the first capsule layer's votes alone are
+# about 60 MB) many times a step. On Linux, glibc hands every block above 32 MiB back to the
+# system when it is freed, so each new one costs fresh pages; `reuse_large_allocations()` asks
+# it to keep them. On the course's 2-core machine that halved the step time of this network (it
+# changes the whole Python process, so it is a call you make, not something importing `capsedu`
+# does). Then the shipped recipe, shortened to 2 epochs on 1,000 images, at batch 16 instead of
+# 32: a step's tensors then take about 0.5 GB instead of 1 GB, which keeps this lesson's kernel
+# within what a JupyterHub gives a learner.
+
+# %%
+reuse_large_allocations()
+n_train = capsedu.choose(learner=1_000, fast=128)
+recipe = dataclasses.replace(RECIPES["em"], epochs=2, margin_ramp_epochs=1, batch_size=16)
+model, history = train_recipe(recipe, train_digits.subset(n_train, seed=0), progress=False)
+few = test_digits.subset(capsedu.choose(learner=1_000, fast=200), seed=0)
+quick = capsedu.evaluate(model, torch.utils.data.DataLoader(few, batch_size=32))
+print(f"2 epochs on {n_train:,} images ({sum(history['train_seconds']):.0f} s, "
+      f"{2 * n_train / sum(history['train_seconds']):.0f} images/s): train accuracy "
+      f"{history['train_accuracy'][-1]:.1%}, test accuracy {quick['accuracy']:.1%} on {len(few):,} test images")
+
+# %% [markdown]
+# ### The shipped network
+#
+# `capsedu.pretrained("em")` was trained by `python -m capsedu.zoo.train em` on the 4,000 offline
+# training digits (shifted by up to 2 pixels), Adam with a one-cycle learning rate, batch 32,
+# 2 EM iterations, λ = 0.001, the margin raised from 0.2 to 0.9 over the first half of the epochs.
+
+# %%
+em = capsedu.pretrained("em")
+metrics = capsedu.pretrained_metrics("em")
+tested = test_digits.subset(capsedu.choose(learner=2_000, fast=200), seed=0)
+measured = capsedu.evaluate(em, torch.utils.data.DataLoader(tested, batch_size=32))
+print(f"{sum(p.numel() for p in em.parameters()):,} parameters, {metrics['epochs']} epochs in "
+      f"{metrics['train_wall_seconds'] / 60:.1f} min ({metrics['train_images_per_second']:.0f} images/s, "
+      f"load average {metrics['load_average_before'][0]:.1f} before, {metrics['load_average_after'][0]:.1f} after)")
+print(f"recorded: {metrics['test_accuracy']:.2%} on {metrics['test_data']['images']:,} test images; "
+      f"measured now: {measured['accuracy']:.2%} on {len(tested):,}")
+print("test accuracy after epochs",
+      {e: f"{a:.2%}" for e, a in zip(metrics["history"]["epoch"], metrics["history"]["test_accuracy"]) if a})
+
+# %% [markdown]
+# The shipped network names **96.85 %** of the 10,000 official test digits, after 31.9 minutes
+# of training here (67 images/s). That is **below the course's goal of 98 %**, and below the
+# 99.1 % the port reports for this configuration with all 60,000 training images (15 times as
+# many as our 4,000). Its test accuracy stood at 96.8 % from epoch 29 on, while the learning
+# rate annealed, so more epochs of this recipe would not buy much. Two changes were tried in
+# 3-epoch runs outside this lesson (89.6 % for the shipped recipe at that length): a larger λ of
+# 0.01 in the class layer stayed at chance (its activations start saturated at 1), and
+# standardising the costs over the parents (`em_routing(..., normalise_cost=True)`, an option
+# several implementations use) learned more slowly (36.7 %). The shipped recipe is therefore the
+# paper's procedure, unchanged. *What λ does*, below, shows what limits it.
+
+# %% [markdown]
+# ## Explore
+#
+# ### Routing a real digit
+#
+# `digit_votes` runs the network up to its class layer and returns the 144 children's votes for
+# the 10 classes (16 numbers each) and the children's activations. `em_trace` reruns the class
+# layer's routing one iteration at a time, here for 5 iterations although the network was trained
+# with 2. A vote has 16 entries: each panel shows one class's votes projected on their two
+# principal axes, coloured by $R_{ij}$, with the class Gaussian's 2σ ellipse in the same
+# projection.
+
+# %%
+image, label = test_digits[0][0], int(test_digits[0][1])
+digit, digit_activations = digit_votes(em, image)  # (144, 10, 16), (144,)
+layer = em.classes
+steps = em_trace(digit, digit_activations, layer.beta_u.detach(), layer.beta_a.detach(), 5,
+                 em.config.inverse_temperature)
+ranked = steps[1].a.argsort(descending=True).tolist()  # classes by activation after 2 iterations
+print(f"test image 0, label {label}; class activations after iteration:")
+for t, step in enumerate(steps, 1):
+    print(f"  {t}: " + ", ".join(f"{k}: {step.a[k]:.3f}" for k in ranked[:4]))
+shown = ranked[:3]
+fig = em_figure(steps, digit, iteration=1, parents=shown, names=[f"class {k}" for k in shown])
+fig
+
+# %%
+em_figure(steps, digit, iteration=2, parents=shown, names=[f"class {k}" for k in shown])
+
+# %% [markdown]
+# The network routes this 7 in its second iteration. After the first (one M-step on uniform
+# assignments) the four leading classes are within 0.06 of each other; after the E-step, class 7
+# holds 138.6 of the 144 children (Σᵢ Rᵢⱼ in the titles) and its activation is 0.999, while every
+# other class falls to about 0.52. More iterations than the two it was trained with change little
+# for this digit.
+#
+# The two directions in which these votes vary most are the coordinate-addition entries: the
+# votes form 9 clumps, one per position of the 3 × 3 grid below the class layer (16 capsule
+# types in each). Class 7's Gaussian is wide in both — the children's votes agree in the other
+# 14 entries, not in where they sit.
+
+# %% [markdown]
+# ### The EM explorer
+#
+# Slide through the iterations, on the toy and on the digit. In the static book the snapshots
+# below show iteration 3 of the toy and iteration 2 of the digit.
+
+# %%
+toy_explorer = em_explorer(em_trace(votes, child_activations, zeros, zeros, 6, 0.1), votes,
+                           names=["parent 0", "parent 1", "parent 2"], iteration=3)
+toy_explorer
+
+# %%
+toy_explorer.snapshot()
+
+# %%
+digit_explorer = em_explorer(steps, digit, parents=shown, names=[f"class {k}" for k in shown],
+                             iteration=2)
+digit_explorer
+
+# %%
+digit_explorer.snapshot()
+
+# %% [markdown]
+# ### What λ does
+#
+# λ multiplies the saving $\beta_a - \sum_h\text{cost}_{jh}$ before the sigmoid. At
+# initialisation the network's deeper layers have masses of about 14 children and
+# $\log\sigma^2$ down to −10, so the savings are hundreds to a thousand and λ must be small: with
+# the default 0.001 the activations start on the sigmoid's slope (with 0.01 they start saturated
+# at 1 and, in a short run, the network never left chance). Sweep it on the trained digit:
+
+# %%
+lambdas = [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
+sweep = torch.stack([em_routing(digit[None], digit_activations[None], layer.beta_u.detach(),
+                                layer.beta_a.detach(), 2, lam)[1][0] for lam in lambdas])  # (5, J)
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
+for k in range(10):
+    ax.plot(lambdas, sweep[:, k].detach(), "o-" if k == label else ".-", ms=4, lw=2 if k == label else 0.8,
+            color="tab:red" if k == label else "0.6", label=f"class {k} (the label)" if k == label else None)
+ax.axvline(em.config.inverse_temperature, color="tab:blue", ls=":", lw=1, label="trained with λ")
+ax.set(xscale="log", xlabel="inverse temperature λ", ylabel="class activation a_j",
+       title=f"Test image 0 (a {label}): activations against λ, 2 iterations")
+ax.legend(fontsize=8)
+plt.show()
+print("activation of the label's class:", {lam: round(float(a), 3) for lam, a in zip(lambdas, sweep[:, label])})
+
+# %% [markdown]
+# At the trained λ = 0.001 the label's class is at 0.999 and the nine others sit near 0.5, the
+# sigmoid of about 0: their saving is close to zero rather than negative. The spread loss asks
+# for a gap of 0.9 between the label and every other class; with the others near 0.5 the gap is
+# at most 0.5, which is why the training loss ended at 1.61 at margin 0.9 (nine gaps of 0.4
+# give 9 × 0.4² = 1.44): **the loss cannot be met at this λ**, one likely reason for the missing
+# accuracy. Smaller λ pulls every class towards 0.5; larger λ saturates — at 0.1 three other
+# classes reach 1.0 as well, and the label no longer stands out.
+
+# %% [markdown]
+# ### More iterations at test time?
+#
+# The network was trained with 2 iterations. Route every layer with 1, 2 or 3 at test time:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_set = test_digits.subset(capsedu.choose(learner=1_000, fast=100), seed=1)
+routing_layers = (em.caps1, em.caps2, em.classes)
+for iterations in (1, 2, 3):
+    for routing_layer in routing_layers:
+        routing_layer.lambdas = [em.config.inverse_temperature] * iterations
+    accuracy = capsedu.evaluate(em, torch.utils.data.DataLoader(check_set, batch_size=32))["accuracy"]
+    print(f"{iterations} iteration(s): {accuracy:.1%} of {len(check_set):,} test images")
+for routing_layer in routing_layers:
+    routing_layer.lambdas = [em.config.inverse_temperature] * em.config.routing_iterations
+
+# %% [markdown]
+# The network works only with the number of iterations it was trained with: **1 iteration
+# gives 11.0 %** (chance: with uniform assignments every child counts equally for every parent),
+# 2 give 96.8 %, and 3 give 81.6 %. The layers after each routing learned to expect the poses
+# and activations of exactly two EM iterations; EM routing's iterations are part of the model,
+# not a refinement you can add at test time.
+
+# %% [markdown]
+# ### The bug that cancels the activations
+#
+# Here is an M-step written in the style of the best-known port (votes (B, I, J, H), the
+# assignments kept as (B, I, J, 1)). One of its eight lines undoes $R'_{ij} = R_{ij}a_i$. Find it
+# before you read the exercise below; the cell after it shows the symptom.
+
+# %%
+def port_m_step(a_in, r, v, beta_u, beta_a, lam, eps=1e-8):
+    r = r * a_in                                                          # line 1
+    r = r / (r.sum(dim=2, keepdim=True) + eps)                            # line 2
+    r_sum = r.sum(dim=1, keepdim=True)                                    # line 3
+    coeff = r / (r_sum + eps)                                             # line 4
+    mu = (coeff * v).sum(dim=1, keepdim=True)                             # line 5
+    sigma_sq = (coeff * (v - mu) ** 2).sum(dim=1, keepdim=True) + eps     # line 6
+    cost_h = (beta_u.view(1, 1, -1, 1) + torch.log(sigma_sq.sqrt())) * r_sum  # line 7
+    return torch.sigmoid(lam * (beta_a.view(1, 1, -1) - cost_h.sum(dim=3)))  # line 8: a_out
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+r0 = torch.full((1, 24, 3, 1), 1 / 3)
+dimmed = child_activations.clone()
+dimmed[:8] = 0.05  # switch parent 0's supporters almost off
+for name, a in (("all children active", child_activations), ("children 0-7 at 0.05", dimmed)):
+    port = port_m_step(a.view(1, 24, 1, 1), r0, votes[None], zeros, zeros, 0.1)[0, 0]
+    ours = em_routing(votes[None], a[None], zeros, zeros, 1, 0.1)[1][0]
+    print(f"{name:22s} port a_out {[round(x, 3) for x in port.tolist()]}, "
+          f"capsedu {[round(x, 3) for x in ours.tolist()]}")
+
+# %% [markdown]
+# The port's M-step returns the same activations whatever the children's activations; with
+# `capsedu` they change. (Here all three rise: with $\beta_u = 0$ and Gaussians this wide each
+# vote costs description length, so less mass costs less.) A network trained with the port's
+# line cannot learn to ignore inactive children — the primary capsules' activations do nothing
+# in any layer's M-step.
+
+# %% [markdown]
+# ### Ideas to try
+#
+# - Give the toy a fourth parent that two groups half agree on: which group wins it?
+# - Move the toy's children 0–7 closer to the scattered votes (a larger spread than 0.3 in
+#   `toy_votes`): how many iterations does parent 0 need now?
+# - Train the shortened recipe above with `inverse_temperature=0.01` in the config
+#   (`dataclasses.replace(RECIPES["em"], config={**RECIPES["em"].config, "inverse_temperature": 0.01})`):
+#   what happens to the class activations at the start?
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: the batched M-step
+#
+# Write `m_step(R, activations, votes, beta_u, beta_a, lam)` for a batch: R (B, I, J),
+# activations (B, I), votes (B, I, J, H), β's (J,), λ a float; return `(mu, sigma_sq, a_out)`
+# of shapes (B, J, H), (B, J, H), (B, J). Use ε = 1e-8 in the variance and in both denominators,
+# as above.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def m_step(R, activations, votes, beta_u, beta_a, lam, eps=1e-8):
+    """The M-step of a batch: (mu (B, J, H), sigma_sq (B, J, H), a_out (B, J))."""
+    ### BEGIN SOLUTION
+    R_weighted = R * activations[..., None]  # (B, I, J)
+    mass = R_weighted.sum(dim=1)[..., None]  # (B, J, 1)
+    mu = torch.einsum("bij,bijh->bjh", R_weighted, votes) / (mass + eps)  # (B, J, H)
+    sigma_sq = torch.einsum("bij,bijh->bjh", R_weighted, (votes - mu[:, None]) ** 2) / (mass + eps) + eps
+    cost = (beta_u[:, None] + 0.5 * torch.log(sigma_sq)) * mass  # (B, J, H)
+    return mu, sigma_sq, torch.sigmoid(lam * (beta_a - cost.sum(dim=-1)))
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_m_step(m_step);
+
+# %% [markdown]
+# ### Exercise 2: the E-step in log space
+#
+# Write `e_step(votes, mu, sigma_sq, a_out)` for a batch: votes (B, I, J, H), mu and sigma_sq
+# (B, J, H), a_out (B, J); return R (B, I, J), each child's assignments summing to 1 over the
+# parents — computed in log space, so that a child far from every Gaussian still gets finite
+# numbers. (`torch.log` of `a_out`, then `torch.softmax`.)
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def e_step(votes, mu, sigma_sq, a_out):
+    """The E-step of a batch: R (B, I, J)."""
+    ### BEGIN SOLUTION
+    log_p = (-(votes - mu[:, None]) ** 2 / (2 * sigma_sq[:, None])
+             - 0.5 * torch.log(sigma_sq[:, None]) - 0.5 * math.log(2 * math.pi)).sum(dim=-1)  # (B, I, J)
+    return torch.softmax(torch.log(a_out)[:, None] + log_p, dim=2)
+    ### END SOLUTION
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_e_step(e_step);
+
+# %% [markdown]
+# ### Exercise 3: spot the bug
+#
+# Which line of `port_m_step` cancels the activations? Set `bug_line` to its number.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+### BEGIN SOLUTION
+bug_line = 2
+### END SOLUTION
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check_spot_the_bug(bug_line);
+
+# %% [markdown]
+# ## Summary
+#
+# - A matrix capsule is a 4 × 4 **pose** and an **activation**. A vote is pose × a learned
+#   transformation, so the votes of parts of one object move together when the viewpoint changes.
+# - EM routing fits one Gaussian per parent to its children's votes. The **M-step** weighs each
+#   vote by $R_{ij}a_i$ and gives each parent a mean, variances and an activation from the
+#   **cost** of describing its votes; the **E-step** re-assigns each child in proportion to
+#   $a_j p_{ij}$, in **log space** so that no density underflows.
+# - Renormalising $R_{ij}a_i$ over the parents — one line in the best-known port — cancels the
+#   activations: dimming a parent's supporters no longer changes anything.
+# - The shipped network (68,444 parameters, 2 iterations, the 4,000 offline training digits,
+#   31.9 minutes here) names 96.85 % of the official test digits — below the 98 % goal. Its wrong
+#   classes' activations sit near 0.5, so the spread loss's margin of 0.9 is never met at
+#   λ = 0.001; and it works only with the 2 iterations it was trained with (1: 11.0 %, 3: 81.6 %).
+
+# %% [markdown]
+# ## What's next
+#
+# Lesson 12 leaves iterative routing behind: Efficient-CapsNet's self-attention routing computes
+# the couplings in one pass, and the course's four networks — dynamic routing, EM routing,
+# self-attention and the CNN — are compared on the same data, budget and machine.

@@ -1,0 +1,176 @@
+"""Lesson 11's pieces: the exercise checks' hints, the EM trace and explorer, the port-style
+benchmark implementation, the recipe's margin ramp and the allocator setting."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from capsedu.course.checks._kit import STUB_HINT
+from capsedu.course.checks.em import (
+    check_e_step,
+    check_m_step,
+    check_spot_the_bug,
+    e_step_variant,
+    m_step_variant,
+)
+from capsedu.explore.em import digit_votes, em_explorer, em_figure, em_trace, toy_votes
+from capsedu.nets.em_routing import em_routing
+from capsedu.nets.matrix_capsnet import MatrixCapsConfig, MatrixCapsNet
+from capsedu.training.runtime import reuse_large_allocations
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from em_speed import port_style_em  # noqa: E402
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def right_m_step(R, a, V, beta_u, beta_a, lam):
+    return m_step_variant(R, a, V, beta_u, beta_a, lam)
+
+
+def test_right_answers_pass(capsys):
+    assert check_m_step(right_m_step)
+    assert check_e_step(lambda V, mu, s, a: e_step_variant(V, mu, s, a))
+    assert check_spot_the_bug(2)
+    assert capsys.readouterr().out.count("✅") == 3
+
+
+def test_the_reference_steps_are_capsedus():
+    V, a, beta_u, beta_a = torch.randn(2, 5, 3, 4, dtype=torch.float64), torch.rand(2, 5, dtype=torch.float64), \
+        torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    for iterations in (1, 2):
+        R = torch.full((2, 5, 3), 1 / 3, dtype=torch.float64)
+        for _ in range(iterations - 1):
+            R = e_step_variant(V, *m_step_variant(R, a, V, beta_u, beta_a, 0.4))
+        mu, _, a_out = m_step_variant(R, a, V, beta_u, beta_a, 0.4)
+        mu_ref, a_ref, R_ref = em_routing(V, a, beta_u, beta_a, iterations, 0.4)
+        torch.testing.assert_close((mu, a_out, R), (mu_ref, a_ref, R_ref))
+
+
+@pytest.mark.parametrize("options, hint", [
+    ({"renormalise": True}, "the input activations cancel"),
+    ({"weight_by_activation": False}, "input activations are missing"),
+    ({"mass_in_cost": False}, "multiplied by the mass"),
+    ({"weighted_variance": False}, "not a plain mean"),
+])
+def test_m_step_mistakes_get_their_hint(capsys, options, hint):
+    assert not check_m_step(lambda *args: m_step_variant(*args, **options))
+    assert hint in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (stub, STUB_HINT),
+    (lambda *args: (1, 2, 3), "mu must have shape (2, 3, 4)"),
+    (lambda *args: right_m_step(*args)[:2], "return a tuple (mu, sigma_sq, a_out)"),
+    (lambda *args: (*right_m_step(*args)[:2], right_m_step(*args)[2] * 0.5), "a_out is not"),
+])
+def test_m_step_other_answers_get_a_hint(capsys, wrong, hint):
+    assert not check_m_step(wrong)
+    assert hint in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("options, hint", [
+    ({"log_space": False}, "Stay in log space"),
+    ({"softmax_dim": 1}, "normalised over the children i"),
+    ({"with_activation": False}, "log a_j is missing"),
+    ({"with_normaliser": False}, "Gaussian's normaliser"),
+])
+def test_e_step_mistakes_get_their_hint(capsys, options, hint):
+    assert not check_e_step(lambda *args: e_step_variant(*args, **options))
+    assert hint in capsys.readouterr().out
+
+
+def test_e_step_stub_and_shape_get_a_hint(capsys):
+    assert not check_e_step(stub)
+    assert not check_e_step(lambda V, mu, s, a: e_step_variant(V, mu, s, a)[0])
+    out = capsys.readouterr().out
+    assert STUB_HINT in out and "return R of shape (2, 6, 3)" in out
+
+
+@pytest.mark.parametrize("answer, hint", [(1, "line 1 is right"), (9, "no line 9"), ("2", "an int")])
+def test_spot_the_bug_wrong_lines_get_a_hint(capsys, answer, hint):
+    assert not check_spot_the_bug(answer)
+    assert hint in capsys.readouterr().out
+
+
+def test_trace_ends_where_em_routing_ends_and_the_toy_separates():
+    votes, activations = toy_votes(seed=0)
+    zeros = torch.zeros(3)
+    steps = em_trace(votes, activations, zeros, zeros, 4, 0.1)
+    mu, a_out, R = em_routing(votes[None], activations[None], zeros, zeros, 4, 0.1)
+    torch.testing.assert_close((steps[-1].mu, steps[-1].a, steps[-1].R), (mu[0], a_out[0], R[0]))
+    assert torch.equal(steps[0].R, torch.full((24, 3), 1 / 3))
+    final = steps[-1]
+    assert final.a[0] > final.a[2] and final.a[1] > final.a[2]  # the agreed-on parents win
+    assert final.R[:8, 0].mean() > 0.8 and final.R[8:16, 1].mean() > 0.6
+    with pytest.raises(ValueError, match="activations must lie in"):
+        em_trace(votes, activations * 2, zeros, zeros, 2, 0.1)
+
+
+def test_figure_and_explorer_follow_the_iterations():
+    votes, activations = toy_votes(seed=0)
+    zeros = torch.zeros(3)
+    steps = em_trace(votes, activations, zeros, zeros, 3, 0.1)
+    figure = em_figure(steps, votes, 2)
+    assert "iteration 2" in figure.axes[0].get_title()
+    with pytest.raises(ValueError, match="iteration must be in 1..3"):
+        em_figure(steps, votes, 4)
+    explorer = em_explorer(steps, votes, iteration=1)
+    first = explorer.view.value
+    explorer.iteration.value = 3
+    assert explorer.redraws == 2 and explorer.view.value != first
+    assert "iteration 3" in explorer.panel.titles[0].get_text()
+
+
+def test_digit_votes_are_the_class_layers_input():
+    torch.manual_seed(0)
+    model = MatrixCapsNet(MatrixCapsConfig(conv1_channels=8, primary_types=2, conv_caps1_types=2,
+                                           conv_caps2_types=2))
+    model.train()
+    image = torch.rand(1, 28, 28)
+    votes, activations = digit_votes(model, image)
+    assert votes.shape == (2 * 3 * 3, 10, 16) and activations.shape == (18,)
+    assert model.training  # the mode is left as found
+    lam = [model.config.inverse_temperature] * model.config.routing_iterations
+    _, expected = model.eval()(image[None])
+    _, a_out, _ = em_routing(votes[None], activations[None], model.classes.beta_u,
+                             model.classes.beta_a, len(lam), lam)
+    torch.testing.assert_close(a_out, expected)
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 3])
+def test_port_style_benchmark_computes_the_same(iterations):
+    g = torch.Generator().manual_seed(0)
+    V, a = torch.randn(3, 12, 4, 16, generator=g), torch.rand(3, 12, generator=g)
+    beta_u, beta_a = 0.1 * torch.randn(4, generator=g), 0.1 * torch.randn(4, generator=g)
+    mu, a_out = port_style_em(V, a, beta_u, beta_a, iterations, 1e-2)
+    mu_ref, a_ref, _ = em_routing(V, a, beta_u, beta_a, iterations, 1e-2)
+    torch.testing.assert_close((mu, a_out), (mu_ref, a_ref))
+
+
+def test_reuse_large_allocations_sets_glibc_and_names_bad_limits():
+    if sys.platform.startswith("linux"):
+        assert reuse_large_allocations() is True
+    for bad in (0, 2 ** 31, 1.5, True):
+        with pytest.raises(ValueError, match="limit_bytes must be an int"):
+            reuse_large_allocations(bad)
+
+
+def test_the_em_recipe_ramps_the_margin(monkeypatch):
+    import dataclasses
+
+    from capsedu.data.mnist import load_offline
+    from capsedu.zoo.train import RECIPES, train_recipe
+
+    seen = []
+    recipe = dataclasses.replace(RECIPES["em"], epochs=3, margin_ramp_epochs=2, config={
+        **RECIPES["em"].config, "conv1_channels": 8, "primary_types": 2, "conv_caps1_types": 2,
+        "conv_caps2_types": 2})
+    model, history = train_recipe(recipe, load_offline("train").subset(16), progress=False,
+                                  on_epoch_end=lambda epoch, h: seen.append(epoch))
+    assert seen == [1, 2, 3] and model.margin == pytest.approx(0.9)
+    assert len(history["epoch"]) == 3
