@@ -35,7 +35,7 @@ def right_m_step(R, a, V, beta_u, beta_a, lam):
 def test_right_answers_pass(capsys):
     assert check_m_step(right_m_step)
     assert check_e_step(lambda V, mu, s, a: e_step_variant(V, mu, s, a))
-    assert check_spot_the_bug(2)
+    assert check_spot_the_bug(lambda: 2)
     assert capsys.readouterr().out.count("✅") == 3
 
 
@@ -91,10 +91,15 @@ def test_e_step_stub_and_shape_get_a_hint(capsys):
     assert STUB_HINT in out and "return R of shape (2, 6, 3)" in out
 
 
-@pytest.mark.parametrize("answer, hint", [(1, "line 1 is right"), (9, "no line 9"), ("2", "an int")])
+@pytest.mark.parametrize("answer, hint", [(1, "line 1 is right"), (9, "no line 9"), ("2", "an int"),
+                                          (None, "an int")])
 def test_spot_the_bug_wrong_lines_get_a_hint(capsys, answer, hint):
-    assert not check_spot_the_bug(answer)
+    assert not check_spot_the_bug(lambda: answer)
     assert hint in capsys.readouterr().out
+    assert not check_spot_the_bug(stub)
+    assert STUB_HINT in capsys.readouterr().out
+    assert not check_spot_the_bug(2)  # the number itself, not a function
+    assert "pass your function itself" in capsys.readouterr().out
 
 
 def test_trace_ends_where_em_routing_ends_and_the_toy_separates():

@@ -124,3 +124,22 @@ def test_spread_loss_names_bad_input(activations, labels, margin, message):
 def test_margin_schedule_names_bad_arguments(ramp, start, end):
     with pytest.raises(ValueError, match="ramp_epochs|start and end"):
         margin_schedule(_tiny_network(), ramp, start, end)
+
+
+def test_beta_a_in_logit_units_is_the_same_function():
+    """The option only reparametrises beta_a (stored as lambda * beta_a): equal weights, equal outputs."""
+    small = dict(conv1_channels=8, primary_types=2, conv_caps1_types=2, conv_caps2_types=2)
+    torch.manual_seed(0)
+    plain = MatrixCapsNet(MatrixCapsConfig(**small))
+    scaled = MatrixCapsNet(MatrixCapsConfig(**small, beta_a_logit_units=True))
+    with torch.no_grad():
+        for layer in (plain.caps1, plain.caps2, plain.classes):
+            layer.beta_a.normal_(0.0, 300.0)  # of the size the activations need at lambda = 0.001
+    state = plain.state_dict()
+    for name in ("caps1", "caps2", "classes"):
+        state = {**state, f"{name}.beta_a": state[f"{name}.beta_a"] * plain.config.inverse_temperature}
+    scaled.load_state_dict(state)
+    images = torch.rand(3, 1, 28, 28)
+    torch.testing.assert_close(scaled(images), plain(images))
+    scaled.load_state_dict(plain.state_dict())  # the same numbers read in logit units: another function
+    assert not torch.allclose(scaled(images)[1], plain(images)[1])

@@ -8,6 +8,7 @@ import torch
 
 import capsedu
 from capsedu import CapsNet, CheckpointError, load_mnist, pretrained, pretrained_metrics
+from capsedu.training.runtime import reuse_large_allocations
 from capsedu.zoo.shipped import WEIGHTS_DIR, available, sha256
 from capsedu.zoo.train import RECIPES
 
@@ -89,7 +90,8 @@ def test_shipped_accuracy_is_what_the_weights_really_score(shared_data, name):
         assert scores["both"] == pytest.approx(metrics["test_accuracy"], abs=1e-4)
         assert scores["at_least_one"] == pytest.approx(metrics["test_at_least_one"], abs=1e-4)
         return
-    loader = torch.utils.data.DataLoader(test, batch_size=200)
+    reuse_large_allocations()  # EM routing's large tensors (capsedu.training.runtime)
+    loader = torch.utils.data.DataLoader(test, batch_size=100)
     accuracy = capsedu.evaluate(pretrained(name), loader)["accuracy"]
     assert accuracy == pytest.approx(metrics["test_accuracy"], abs=1e-4)
 

@@ -54,6 +54,7 @@ class MatrixCapsConfig(NetworkConfig):
     inverse_temperature: float = DEFAULT_INVERSE_TEMPERATURE
     class_inverse_temperature: float | None = None  # the class layer's lambda (None: the same)
     normalise_cost: bool = False  # em_routing's option, in every layer (off: Procedure 1)
+    beta_a_logit_units: bool = False  # learn lambda * beta_a instead of beta_a (see ConvMatrixCaps)
 
 
 def _matmul4(poses: torch.Tensor, W: torch.Tensor, spec: str) -> torch.Tensor:
@@ -80,11 +81,17 @@ class ConvMatrixCaps(nn.Module):
     r"""K x K convolutional capsules: every output position routes the capsules of its patch by EM."""
 
     def __init__(self, in_types: int, out_types: int, kernel: int, stride: int,
-                 iterations: int, inverse_temperature: float, normalise_cost: bool = False) -> None:
+                 iterations: int, inverse_temperature: float, normalise_cost: bool = False,
+                 beta_a_logit_units: bool = False) -> None:
+        r"""``beta_a_logit_units``: the parameter ``beta_a`` holds :math:`\lambda\beta_a` and routing
+        gets it divided by λ - the same function, but Adam moves the activation offset by about
+        the learning rate in logit units per step, where with λ = 0.001 it would need thousands
+        of steps to move :math:`\beta_a` as far as the activations need."""
         super().__init__()
         self.kernel, self.stride, self.in_types, self.out_types = kernel, stride, in_types, out_types
         self.lambdas = [inverse_temperature] * iterations
         self.normalise_cost = normalise_cost
+        self.beta_a_scale = 1.0 / inverse_temperature if beta_a_logit_units else 1.0
         self.W = nn.Parameter(0.5 * torch.randn(kernel, kernel, in_types, out_types, 4, 4))
         self.beta_u = nn.Parameter(torch.zeros(out_types))
         self.beta_a = nn.Parameter(torch.zeros(out_types))
@@ -105,8 +112,8 @@ class ConvMatrixCaps(nn.Module):
         votes = _matmul4(pose_patches, self.W, "nlxytpq,xytcqr->nlcxytpr")  # (N, L, T_out, K, K, T_in, 16)
         votes = votes.reshape(-1, self.out_types, k * k * t, 16)  # (N*L, J, I, 16): routing's layout
         mu, a_out, _ = em_routing_unchecked(votes, act_patches.reshape(-1, k * k * t),
-                                            self.beta_u, self.beta_a, self.lambdas,
-                                            normalise_cost=self.normalise_cost)
+                                            self.beta_u, self.beta_a * self.beta_a_scale,
+                                            self.lambdas, normalise_cost=self.normalise_cost)
         mu = mu.view(n, out_h, out_w, self.out_types, 16).permute(0, 3, 1, 2, 4)  # (N, T_out, H', W', 16)
         return mu, a_out.view(n, out_h, out_w, self.out_types).permute(0, 3, 1, 2)  # (N, T_out, H', W')
 
@@ -115,11 +122,12 @@ class ClassMatrixCaps(nn.Module):
     r"""Class capsules: one W per input type shared over the grid, plus coordinate addition."""
 
     def __init__(self, in_types: int, num_classes: int, iterations: int, inverse_temperature: float,
-                 normalise_cost: bool = False) -> None:
+                 normalise_cost: bool = False, beta_a_logit_units: bool = False) -> None:
         super().__init__()
         self.num_classes = num_classes
         self.lambdas = [inverse_temperature] * iterations
         self.normalise_cost = normalise_cost
+        self.beta_a_scale = 1.0 / inverse_temperature if beta_a_logit_units else 1.0  # as ConvMatrixCaps
         self.W = nn.Parameter(0.5 * torch.randn(in_types, num_classes, 4, 4))
         self.beta_u = nn.Parameter(torch.zeros(num_classes))
         self.beta_a = nn.Parameter(torch.zeros(num_classes))
@@ -140,8 +148,8 @@ class ClassMatrixCaps(nn.Module):
     def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         votes = self.votes(poses).transpose(1, 2).contiguous()  # (N, J, I, 16): routing's layout
         mu, a_out, _ = em_routing_unchecked(votes, activations.reshape(len(poses), -1),
-                                            self.beta_u, self.beta_a, self.lambdas,
-                                            normalise_cost=self.normalise_cost)
+                                            self.beta_u, self.beta_a * self.beta_a_scale,
+                                            self.lambdas, normalise_cost=self.normalise_cost)
         return mu, a_out  # (N, J, 16), (N, J)
 
 
@@ -170,13 +178,14 @@ class MatrixCapsNet(nn.Module):
     def __init__(self, config: MatrixCapsConfig | None = None) -> None:
         super().__init__()
         self.config = config = config or MatrixCapsConfig()
-        r, lam, norm = config.routing_iterations, config.inverse_temperature, config.normalise_cost
+        r, lam, options = config.routing_iterations, config.inverse_temperature, (
+            config.normalise_cost, config.beta_a_logit_units)
         class_lam = lam if config.class_inverse_temperature is None else config.class_inverse_temperature
         self.conv1 = nn.Conv2d(config.in_channels, config.conv1_channels, kernel_size=5, stride=2)
         self.primary = PrimaryMatrixCaps(config.conv1_channels, config.primary_types)
-        self.caps1 = ConvMatrixCaps(config.primary_types, config.conv_caps1_types, 3, 2, r, lam, norm)
-        self.caps2 = ConvMatrixCaps(config.conv_caps1_types, config.conv_caps2_types, 3, 1, r, lam, norm)
-        self.classes = ClassMatrixCaps(config.conv_caps2_types, config.num_classes, r, class_lam, norm)
+        self.caps1 = ConvMatrixCaps(config.primary_types, config.conv_caps1_types, 3, 2, r, lam, *options)
+        self.caps2 = ConvMatrixCaps(config.conv_caps1_types, config.conv_caps2_types, 3, 1, r, lam, *options)
+        self.classes = ClassMatrixCaps(config.conv_caps2_types, config.num_classes, r, class_lam, *options)
         self.margin = 0.2  # the spread loss's margin, moved from 0.2 to 0.9 by the training recipe
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

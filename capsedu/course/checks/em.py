@@ -166,13 +166,14 @@ _LINE_HINTS = {
 }
 
 
-def check_spot_the_bug(line: object, *, quiet: bool = False) -> CheckResult:
-    r"""``line`` must be the number of the line of ``port_m_step`` that cancels the activations."""
-    if not isinstance(line, int) or isinstance(line, bool):
-        hint = f"answer with the line number, an int from 1 to 8, got {line!r}"
-    elif line == 2:
-        hint = ""
-    else:
+def check_spot_the_bug(fn: Callable[[], int], *, quiet: bool = False) -> CheckResult:
+    r"""``fn()`` must return the number of the line of ``port_m_step`` that cancels the activations."""
+    line, hint = call_learner(fn, what="your bug_line")
+    if hint:
+        pass
+    elif not isinstance(line, int) or isinstance(line, bool):
+        hint = f"return the line number, an int from 1 to 8, got {line!r}"
+    elif line != 2:
         hint = _LINE_HINTS.get(line, f"there is no line {line}: the numbers run from 1 to 8")
         hint += ". Look for the line after which halving one a_i changes nothing."
     return verdict(hint, "line 2: R already sums to 1 over j, so renormalising R * a over j "
