@@ -361,7 +361,7 @@ em_figure(steps, digit, iteration=2, parents=shown, names=[f"class {k}" for k in
 # The network routes this 7 in its second iteration. After the first (one M-step on uniform
 # assignments) the four leading classes are within 0.06 of each other; after the E-step, class 7
 # holds 138.6 of the 144 children (Σᵢ Rᵢⱼ in the titles) and its activation is 0.999, while every
-# other class falls to about 0.52. More iterations than the two it was trained with change little
+# other class falls to between 0.5 and 0.52 (the λ plot below shows all ten). More iterations than the two it was trained with change little
 # for this digit.
 #
 # The two directions in which these votes vary most are the coordinate-addition entries: the
