@@ -16,5 +16,7 @@ module                what it holds                                             
 ``numpy_classifier``  a capsule classifier trained in NumPy only                     10
 ``em_routing``        EM routing between matrix capsules (2018)                      11
 ``matrix_capsnet``    matrix-capsule layers, the spread loss, the network            11
+``self_attention``    Efficient-CapsNet's squash and self-attention routing (2021)   12
+``efficient_capsnet`` ``EfficientCapsNet``: depthwise primary capsules, one pass     12
 ====================  =============================================================  ======
 """

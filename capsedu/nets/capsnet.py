@@ -99,6 +99,16 @@ def mask_capsules(capsules: torch.Tensor, labels: torch.Tensor | None = None) ->
     return (capsules * keep.unsqueeze(-1)).flatten(1)  # (B, J*D_out)
 
 
+def decoder_network(in_features: int, hidden: tuple[int, ...], pixels: int) -> nn.Sequential:
+    r"""The reconstruction decoder (Figure 2): fully connected ReLU layers, then ``pixels``
+    sigmoid outputs. (B, J*D_out) -> (B, pixels)."""
+    sizes = [in_features, *hidden]
+    layers: list[nn.Module] = []
+    for width_in, width_out in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(width_in, width_out), nn.ReLU(inplace=True)]
+    return nn.Sequential(*layers, nn.Linear(sizes[-1], pixels), nn.Sigmoid())
+
+
 class CapsNet(nn.Module):
     r"""CapsNet of Sabour et al. (2017), Figure 1 (encoder) and Figure 2 (decoder).
 
@@ -122,12 +132,8 @@ class CapsNet(nn.Module):
                                    config.primary_kernel, config.primary_stride)
         self.digits = DigitCaps(config.num_primary_caps, config.primary_dim, config.num_classes,
                                 config.digit_dim, config.routing_iterations, config.detach_inner)
-        sizes = [config.num_classes * config.digit_dim, *config.decoder_hidden]
-        layers: list[nn.Module] = []
-        for width_in, width_out in zip(sizes[:-1], sizes[1:]):
-            layers += [nn.Linear(width_in, width_out), nn.ReLU(inplace=True)]
-        pixels = config.in_channels * config.image_size ** 2
-        self.decoder = nn.Sequential(*layers, nn.Linear(sizes[-1], pixels), nn.Sigmoid())
+        self.decoder = decoder_network(config.num_classes * config.digit_dim, config.decoder_hidden,
+                                       config.in_channels * config.image_size ** 2)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images (B, C, H, W) -> primary capsules u (B, I, D_in)."""

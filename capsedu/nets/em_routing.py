@@ -131,9 +131,11 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
             down to -10 and input masses near 14 at initialisation. Measured on a one-epoch proxy
             (4,000 offline images, Adam 3e-3, batch 32): 85.6 % on 1,000 official test images
             with 0.001; with 0.01 the class activations start saturated at 1 and it stayed at
-            chance (11.8 %), as it did with 0.01 in the class layer alone. The shipped network
-            (96.85 %, lesson 11) is limited by it the other way: its wrong classes' activations
-            sit near 0.5, so the spread loss's margin is never met (README, "EM routing").
+            chance (11.8 %), as it did with 0.01 in the class layer alone. At 0.001 a learned
+            :math:`\beta_a` must reach the thousands, which Adam (steps of about the learning
+            rate) does not do: learned as it is, the wrong classes' activations stayed near 0.5
+            (96.85 %); the shipped network learns :math:`\lambda\beta_a` instead (97.70 %,
+            ``MatrixCapsConfig.beta_a_logit_units``; README, "EM routing").
         eps: added to the variances and to the denominators :math:`\sum_i R'_{ij}`.
         normalise_cost: off by default (then this is Procedure 1). On, the summed costs
             :math:`\sum_h\text{cost}_{jh}` are standardised over j before the sigmoid, as several

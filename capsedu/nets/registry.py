@@ -66,9 +66,10 @@ _EXTRA: dict[str, type[nn.Module]] = {}
 def _course_networks() -> dict[str, type[nn.Module]]:
     from capsedu.nets.capsnet import CapsNet
     from capsedu.nets.cnn import BaselineCNN
+    from capsedu.nets.efficient_capsnet import EfficientCapsNet
     from capsedu.nets.matrix_capsnet import MatrixCapsNet
 
-    return {cls.kind: cls for cls in (CapsNet, BaselineCNN, MatrixCapsNet)}
+    return {cls.kind: cls for cls in (CapsNet, BaselineCNN, MatrixCapsNet, EfficientCapsNet)}
 
 
 def register_network(cls: type[nn.Module]) -> type[nn.Module]:

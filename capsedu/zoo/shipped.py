@@ -9,8 +9,8 @@ SHA-256 and refuses a file whose digest differs.
 Shipped names: ``"capsnet"`` (the CPU-configuration CapsNet of lessons 03-07, the default),
 ``"cnn"`` (lesson 08's baseline CNN, trained by the same recipe on the same images), and for
 lesson 09's MultiMNIST ``"multimnist"`` (the CPU CapsNet on 36 x 36 pairs) and
-``"multimnist_cnn"`` (the CNN with a sigmoid per class, on the same pairs), and lesson 11's
-``"em"`` (matrix capsules with EM routing).
+``"multimnist_cnn"`` (the CNN with a sigmoid per class, on the same pairs), lesson 11's
+``"em"`` (matrix capsules with EM routing) and lesson 12's ``"efficient"`` (Efficient-CapsNet).
 
 ``capsedu/zoo/studies/`` holds the results of experiments run on the shipped recipes with the
 scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons print with

@@ -34,6 +34,7 @@ from capsedu.data.mnist import MNISTData, load_mnist, load_offline, random_shift
 from capsedu.data.multimnist import FreshPairs, MultiMNIST
 from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.cnn import CNNConfig
+from capsedu.nets.efficient_capsnet import EfficientCapsConfig
 from capsedu.nets.matrix_capsnet import MatrixCapsConfig, margin_schedule
 from capsedu.nets.multi_digit import pair_accuracy
 from capsedu.nets.registry import build_network
@@ -79,8 +80,10 @@ RECIPES: dict[str, Recipe] = {
     "multimnist_cnn": Recipe(kind="cnn", config=CNNConfig.cpu(image_size=36, multi_label=True).to_dict(),
                              epochs=5, max_shift=0, pairs=MULTIMNIST_PAIRS),
     # lesson 11: the matrix-capsule network with EM routing (64/8/16/16, 2 iterations)
-    "em": Recipe(kind="em", config=MatrixCapsConfig().to_dict(), epochs=32, lr=3e-3,
+    "em": Recipe(kind="em", config=MatrixCapsConfig(beta_a_logit_units=True).to_dict(), epochs=32, lr=3e-3,
                  margin_ramp_epochs=16),
+    # lesson 12: Efficient-CapsNet, the paper's MNIST network (161,824 parameters + decoder)
+    "efficient": Recipe(kind="efficient", config=EfficientCapsConfig().to_dict(), epochs=30, lr=3e-3),
 }
 
 
