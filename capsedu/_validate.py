@@ -35,6 +35,19 @@ def require_finite(name: str, x: torch.Tensor) -> None:
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s); expected finite numbers")
 
 
+def require_capsule_vectors(name: str, s: object, dim: int, eps: float) -> torch.Tensor:
+    r"""Check a squash's input: a finite floating tensor with a capsule axis ``dim``, ``eps > 0``."""
+    require_tensor(name, s, floating=True)
+    if s.dim() == 0:
+        raise ValueError(f"{name} must have at least one dimension holding the capsule vector, got a scalar")
+    if not -s.dim() <= dim < s.dim():
+        raise ValueError(f"dim must be in [{-s.dim()}, {s.dim() - 1}] for {name} of shape {tuple(s.shape)}, got {dim}")
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0, got {eps}")
+    require_finite(name, s)
+    return s
+
+
 def require_images(name: str, x: object, *, channels: int, size: int) -> torch.Tensor:
     r"""Check that ``x`` is a non-empty, finite batch of images (B, ``channels``, ``size``, ``size``)."""
     expected = f"(B, {channels}, {size}, {size})"

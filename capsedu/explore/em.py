@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Ellipse
 
 from capsedu.explore.render import PngView
-from capsedu.nets.em_routing import _temperatures, e_step, em_routing, m_step
+from capsedu.nets.em_routing import e_step, em_routing, m_step, temperatures
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
 from capsedu.training.runtime import eval_mode
 
@@ -47,7 +47,7 @@ def em_trace(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tenso
     ``activations`` (I,); the last one is what :func:`em_routing` returns."""
     em_routing(votes[None], activations[None], beta_u, beta_a, num_iterations,
                inverse_temperature, eps)  # validates every argument
-    lambdas = _temperatures(inverse_temperature, num_iterations)
+    lambdas = temperatures(inverse_temperature, num_iterations)
     V = votes.transpose(0, 1)[None]  # (1, J, I, H): the routing's inner layout
     R = V.new_full(V.shape[:3], 1.0 / V.shape[1])  # (1, J, I)
     steps = []

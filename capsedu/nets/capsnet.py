@@ -187,11 +187,13 @@ def check_capsnet(model: object, name: str = "model") -> CapsNet:
     return model
 
 
-def capsnet_loss(model: CapsNet, images: torch.Tensor, labels: torch.Tensor,
+def capsnet_loss(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
                  recon_weight: float = 0.0005) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Total loss of one batch (Eq. 4 + ``recon_weight`` x Section 4.1) and its lengths (B, J).
 
-    The decoder is masked by the true ``labels``, as in training.
+    ``model`` is a :class:`CapsNet` or any network whose ``model(images, labels)`` returns a
+    :class:`CapsNetOutput` (Efficient-CapsNet, lesson 12). The decoder is masked by the true
+    ``labels``, as in training.
     """
     out = model(images, labels)
     loss = margin_loss_unchecked(out.lengths, labels) + recon_weight * reconstruction_loss(out.reconstruction, images)

@@ -50,7 +50,8 @@ DEFAULT_INVERSE_TEMPERATURE = 1e-3
 LOG_2PI = math.log(2 * math.pi)
 
 
-def _temperatures(inverse_temperature: float | Sequence[float], num_iterations: int) -> list[float]:
+def temperatures(inverse_temperature: float | Sequence[float], num_iterations: int) -> list[float]:
+    r"""λ for each of ``num_iterations`` iterations: one float repeated, or one value per iteration."""
     if isinstance(inverse_temperature, (int, float)) and not isinstance(inverse_temperature, bool):
         return [float(inverse_temperature)] * num_iterations
     values = list(inverse_temperature)
@@ -147,7 +148,7 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
     """
     _check(votes, activations, beta_u, beta_a)
     require_int("num_iterations", num_iterations, minimum=1)
-    lambdas = _temperatures(inverse_temperature, num_iterations)
+    lambdas = temperatures(inverse_temperature, num_iterations)
     mu, a_out, R = em_routing_unchecked(votes.transpose(1, 2).contiguous(), activations, beta_u,
                                         beta_a, lambdas, eps, normalise_cost)
     return mu, a_out, R.transpose(1, 2)  # R back to (B, I, J)

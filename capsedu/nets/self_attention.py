@@ -36,7 +36,12 @@ import math
 
 import torch
 
-from capsedu._validate import require_finite, require_nonempty_batch, require_tensor
+from capsedu._validate import (
+    require_capsule_vectors,
+    require_finite,
+    require_nonempty_batch,
+    require_tensor,
+)
 
 
 def efficient_squash(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
@@ -49,14 +54,7 @@ def efficient_squash(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch
     Raises:
         ValueError: for NaN or infinite entries, a scalar ``s``, a ``dim`` out of range, ``eps <= 0``.
     """
-    require_tensor("s", s, floating=True)
-    if s.dim() == 0:
-        raise ValueError("s must have at least one dimension holding the capsule vector, got a scalar")
-    if not -s.dim() <= dim < s.dim():
-        raise ValueError(f"dim must be in [{-s.dim()}, {s.dim() - 1}] for s of shape {tuple(s.shape)}, got {dim}")
-    if not eps > 0:
-        raise ValueError(f"eps must be > 0, got {eps}")
-    require_finite("s", s)
+    require_capsule_vectors("s", s, dim, eps)
     return efficient_squash_unchecked(s, dim, eps)
 
 
