@@ -157,9 +157,11 @@ print(c[0].numpy().round(3))
 print("output lengths:", v_capsedu[0].norm(dim=-1).numpy().round(3))
 
 # %% [markdown]
-# Inputs 0–3, whose predictions for output 0 agree, send almost everything there; inputs 4 and 5,
-# whose predictions agree with nobody, spread themselves over the outputs, and output 0 is the
-# longest capsule.
+# Inputs 0–3, whose predictions for output 0 agree, send all of themselves there (1.000). Inputs 4
+# and 5 predict at random; they go mostly to output 2 (0.988 and 0.671), where their predictions
+# happen to agree best with the others'. Output 2's capsule comes out long as well (0.985 against
+# output 0's 1.000): the new squash saturates quickly (length 3 already gives 0.95), so a long sum
+# of disagreeing predictions is not told apart from an agreeing one by its length alone.
 #
 # The I × I matrix is never needed: $\sum_k A_{j,ik} = \hat{\mathbf u}_{j|i}\cdot\sum_k
 # \hat{\mathbf u}_{j|k} / \sqrt D$ — a prediction's agreement with the **sum of all predictions**
@@ -341,21 +343,21 @@ for name, row in rows.items():
 # %%
 names = list(rows)
 short = {"capsnet": "dynamic routing", "em": "EM routing", "efficient": "self-attention", "cnn": "CNN"}
-fig, axes = plt.subplots(1, 3, figsize=(12, 4))
+fig, axes = plt.subplots(1, 3, figsize=(12, 4.2))
 for offset, (key, label_text) in enumerate((("clean", "clean"), ("affnist_like", "affNIST-like"),
                                             ("rotated_45", "rotated ±45°"))):
     bars = axes[0].bar([k + 0.27 * (offset - 1) for k in range(len(names))],
                        [100 * rows[n][key] for n in names], width=0.27, label=label_text)
-    axes[0].bar_label(bars, fmt="%.1f", fontsize=6, padding=1)
+    axes[0].bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
 axes[0].set(xticks=range(len(names)), ylabel="test accuracy (%)", ylim=(40, 104))
 axes[0].set_xticklabels([short[n] for n in names], rotation=20, ha="right")
 axes[0].legend(fontsize=7, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
 for n in names:
     axes[1].scatter(rows[n]["parameters_without_decoder"], 100 * rows[n]["clean"], s=40)
     axes[1].annotate(short[n], (rows[n]["parameters_without_decoder"], 100 * rows[n]["clean"]),
-                     fontsize=8, xytext=(4, -10), textcoords="offset points")
-axes[1].set(xscale="log", xlabel="parameters without the decoder", ylabel="clean accuracy (%)",
-            title="Clean accuracy against size")
+                     fontsize=8, xytext=(6, 4), textcoords="offset points")
+axes[1].set(xscale="log", xlim=(4e4, 8e6), ylim=(97.4, 99.3), xlabel="parameters without the decoder",
+            ylabel="clean accuracy (%)", title="Clean accuracy against size")
 axes[2].barh([short[n] for n in names], [rows[n]["train_minutes"] for n in names], color="tab:gray")
 axes[2].set(xlabel="training time of the shipped recipe (min)", title="Training time here")
 plt.tight_layout()
