@@ -80,8 +80,8 @@ RECIPES: dict[str, Recipe] = {
     "multimnist_cnn": Recipe(kind="cnn", config=CNNConfig.cpu(image_size=36, multi_label=True).to_dict(),
                              epochs=5, max_shift=0, pairs=MULTIMNIST_PAIRS),
     # lesson 11: the matrix-capsule network with EM routing (64/8/16/16, 2 iterations)
-    "em": Recipe(kind="em", config=MatrixCapsConfig(beta_a_logit_units=True).to_dict(), epochs=32, lr=3e-3,
-                 margin_ramp_epochs=16),
+    "em": Recipe(kind="em", config=MatrixCapsConfig(beta_a_logit_units=True).to_dict(), epochs=32,
+                 batch_size=16, lr=2e-3, margin_ramp_epochs=16),
     # lesson 12: Efficient-CapsNet, the paper's MNIST network (161,824 parameters + decoder)
     "efficient": Recipe(kind="efficient", config=EfficientCapsConfig().to_dict(), epochs=30, lr=3e-3),
 }

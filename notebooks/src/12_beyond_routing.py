@@ -369,18 +369,18 @@ plt.show()
 # - **Clean digits.** Efficient-CapsNet is the most accurate (99.04 %), with 161,824 parameters
 #   without its decoder — but the CNN (98.96 %, 1.84 M) is 8 test digits behind, a difference
 #   one training seed can make (we trained one seed of each). Dynamic routing 98.76 %, EM routing
-#   97.70 %.
+#   97.92 %.
 # - **Transformed digits.** No capsule network is more robust than the CNN: on the affNIST-like
 #   set Efficient-CapsNet and the CNN are equal (96.48 and 96.47 %), dynamic routing 95.40 %, EM
-#   routing 93.92 %; rotated by ±45° all four fail on about half the digits, the CNN (53.45 %) and
-#   Efficient-CapsNet (53.33 %) ahead of dynamic routing (48.55 %) and EM routing (44.92 %). The
+#   routing 94.00 %; rotated by ±45° all four fail on about half the digits, the CNN (53.45 %) and
+#   Efficient-CapsNet (53.33 %) ahead of dynamic routing (48.55 %) and EM routing (43.64 %). The
 #   paper's affNIST result (79 % against 66 %) came from a different protocol — all 60,000 digits
 #   placed anywhere on a 40 × 40 canvas for training, the real affNIST for testing — which lesson
 #   08 discusses.
-# - **Cost.** EM routing has the fewest parameters (68,444) and costs the most: 32.9 minutes of
-#   training (15 × dynamic routing's 2.2), 185 images/s at inference (33 × fewer than dynamic
-#   routing's 6,076) and 673 MiB to train at batch 32 (the others 60–81 MiB). Self-attention runs
-#   at 2,293 images/s, between dynamic routing and the CNN (1,370).
+# - **Cost.** EM routing has the fewest parameters (68,444) and costs the most: 32.6 minutes of
+#   training (15 × dynamic routing's 2.2), 285 images/s at inference (30 × fewer than dynamic
+#   routing's 8,475) and 348 MiB to train at its batch of 16 (the others 61–82 MiB at batch 32).
+#   Self-attention runs at 3,841 images/s, between dynamic routing and the CNN (2,200).
 # - **Published figures** are all higher, from 15 times more training digits; the order on clean
 #   digits is the same except that the CNN is ahead of dynamic routing here.
 #
@@ -482,7 +482,7 @@ check_attention_couplings(attention_couplings);
 #
 # - **More data.** Every recipe here learned from 4,000 digits. With the 60,000-image training
 #   files, lesson 06 shows how to train on all of them; the published figures in the table were
-#   measured that way, and the EM network, whose training accuracy is 99.3 % against 97.7 % on
+#   measured that way, and the EM network, whose training accuracy is 99.3 % against 97.9 % on
 #   the test digits, is the one most likely to gain.
 # - **Harder data.** smallNORB (toys photographed from many viewpoints) is where the EM-routing
 #   and Efficient-CapsNet papers make their strongest claims; MNIST cannot test them.
