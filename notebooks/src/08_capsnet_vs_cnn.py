@@ -102,7 +102,8 @@ live = test.subset(min(n_live, len(test)), seed=0)  # class-balanced, seeded
 print(cnn)
 for name in ("capsnet", "cnn"):
     recipe = RECIPES[name]
-    same = {k: v for k, v in vars(recipe).items() if k not in ("kind", "config", "pairs")}
+    same = {k: v for k, v in vars(recipe).items()
+            if k not in ("kind", "config", "pairs", "margin_ramp_epochs")}  # the last two: lessons 09, 11
     print(f"{name}: {same}")
 
 # %% [markdown]
