@@ -17,6 +17,7 @@ The names below are the public API (``from capsedu import squash, CapsNet, fit, 
 from capsedu.data.mnist import (
     DataFileError,
     MNISTData,
+    batch_loader,
     learner_subset,
     load_mnist,
     load_offline,
@@ -47,7 +48,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "BaselineCNN", "CNNConfig", "CapsNet", "CapsNetConfig", "CapsNetOutput", "CheckpointError", "DataFileError", "DigitCaps",
-    "FreshPairs", "Loss", "MNISTData", "MultiMNIST", "NetworkConfig", "PairTargets", "PrimaryCaps", "capsnet_loss", "choose",
+    "FreshPairs", "Loss", "MNISTData", "MultiMNIST", "NetworkConfig", "PairTargets", "PrimaryCaps", "batch_loader", "capsnet_loss", "choose",
     "default_device", "deterministic_algorithms", "dynamic_routing",
     "eval_mode", "evaluate", "fast_profile", "fit", "learner_subset", "load_checkpoint",
     "load_mnist", "load_offline", "margin_loss", "mask_capsules", "pair_accuracy", "predict", "pretrained",

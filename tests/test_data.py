@@ -199,3 +199,24 @@ def test_random_shift_returns_the_offsets_it_applied():
     for image, (dx, dy) in zip(shifted, offsets.tolist()):
         assert image[0, 10 + dy, 12 + dx] == 1.0 and image.sum() == 1.0
     assert offsets.abs().max() <= 2
+
+
+@pytest.mark.parametrize("batch_size", [32, 7])
+def test_batch_loader_gives_the_dataloaders_batches_in_its_order(batch_size):
+    """Every epoch the same batches as DataLoader(shuffle=True) with the same generator (so the
+    shipped recipes train on exactly what they did), and in order without a generator."""
+    from torch.utils.data import DataLoader
+
+    from capsedu import batch_loader, load_offline
+    data = load_offline("train", verbose=False).subset(300)
+    expected = DataLoader(data, batch_size=batch_size, shuffle=True,
+                          generator=torch.Generator().manual_seed(3))
+    got = batch_loader(data, batch_size, torch.Generator().manual_seed(3))
+    assert len(got) == len(expected) == -(-300 // batch_size)
+    for _ in range(3):  # each loader runs its epoch to the end, as fit does
+        for (x1, y1), (x2, y2) in zip(list(expected), list(got), strict=True):
+            assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    in_order = torch.cat([labels for _, labels in batch_loader(data, batch_size)])
+    assert torch.equal(in_order, data.labels)
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        batch_loader(data, 0)

@@ -115,3 +115,19 @@ def test_a_second_backward_through_the_same_graph_raises_not_lies(rng):
         torch.autograd.grad(loss, W)
     v_again, _ = predict_and_route(W, u, 3)
     torch.testing.assert_close(torch.autograd.grad(v_again.square().sum(), W)[0], first)
+
+
+def test_digit_caps_keeps_W_in_the_fast_paths_memory_order_without_changing_what_it_is():
+    """W's shape, values (for a seed) and state dict are as always; only its memory order differs,
+    so the fast path reads W, and autograd keeps its gradient, without a copy."""
+    torch.manual_seed(0)
+    layer = DigitCaps(6, 2, 3, 4)
+    torch.manual_seed(0)
+    assert torch.equal(layer.W, 0.01 * torch.randn(6, 3, 4, 2))  # the same initial values
+    assert layer.state_dict()["W"].shape == (6, 3, 4, 2)
+    assert layer.W.permute(1, 3, 0, 2).is_contiguous()  # (J, D_in, I, D_out) in memory
+    layer(torch.randn(5, 6, 2))[0].square().sum().backward()
+    assert layer.W.grad.stride() == layer.W.stride()  # the gradient was kept, not re-laid out
+    copy = DigitCaps(6, 2, 3, 4)
+    copy.load_state_dict({"W": layer.W.detach().contiguous()})  # an old, contiguous checkpoint
+    assert torch.equal(copy.W, layer.W) and copy.W.stride() == layer.W.stride()

@@ -30,7 +30,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+
+from capsedu._validate import require_int
 
 DATA_ENV = "CAPSEDU_DATA"
 FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
@@ -56,7 +58,8 @@ class MNISTData(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __getitem__(self, index: int | list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""One image (C, H, W) and label, or, for a list of indices, a batch (B, C, H, W), (B,)."""
         return self.images[index], self.labels[index]
 
     def subset(self, n: int, seed: int = 0) -> MNISTData:
@@ -70,6 +73,21 @@ class MNISTData(Dataset):
             rank[labels == k] = torch.arange(int((labels == k).sum()))
         chosen = order[torch.argsort(rank * 10 + labels, stable=True)[:n]]
         return MNISTData(self.images[chosen], self.labels[chosen], f"{self.source} (subset of {n})")
+
+
+def batch_loader(data: MNISTData, batch_size: int,
+                 generator: torch.Generator | None = None) -> DataLoader:
+    r"""Batches ``(images (B, C, H, W), labels (B,))`` of ``data``, shuffled when a ``generator`` is given.
+
+    The same batches, in the same order, as ``DataLoader(data, batch_size, shuffle=generator is not
+    None, generator=generator)`` (tested), fetched with one index per batch - PyTorch's "batch
+    sampler without automatic batching" - instead of B item fetches and a collate: about 0.5 ms a
+    batch of 32 on this course's 2-core machine, 2 % of a CPU-profile training step.
+    """
+    require_int("batch_size", batch_size, minimum=1)
+    order = SequentialSampler(data) if generator is None else RandomSampler(data, generator=generator)
+    return DataLoader(data, batch_size=None, sampler=BatchSampler(order, batch_size, drop_last=False),
+                      generator=generator)
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:

@@ -73,7 +73,10 @@ class DigitCaps(nn.Module):
     r"""Fully connected capsule layer: prediction vectors (Eq. 2) then dynamic routing.
 
     ``W`` has shape (I, J, D_out, D_in) and :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`;
-    it is initialised with a normal distribution of standard deviation 0.01. With
+    it is initialised with a normal distribution of standard deviation 0.01 and kept in memory in
+    the fast path's order (J, D_in, I, D_out) - a permuted view, so its shape, its state dict and
+    every checkpoint stay (I, J, D_out, D_in), while the fast path reads it, and gets its gradient,
+    without two copies of W a step. With
     ``detach_inner=True`` (the default) the forward pass runs
     :func:`~capsedu.nets.routing_fast.predict_and_route`, tested equal (values and gradients) to
     :func:`dynamic_routing` on :meth:`predict`'s output; with ``False``, that readable path itself.
@@ -87,7 +90,9 @@ class DigitCaps(nn.Module):
             require_int(name, value, minimum=1)
         self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
         self.num_iterations, self.detach_inner = num_iterations, detach_inner
-        self.W = nn.Parameter(0.01 * torch.randn(in_caps, out_caps, out_dim, in_dim))
+        W = 0.01 * torch.randn(in_caps, out_caps, out_dim, in_dim)  # (I, J, D_out, D_in)
+        memory = torch.empty(out_caps, in_dim, in_caps, out_dim)  # (J, D_in, I, D_out)
+        self.W = nn.Parameter(memory.permute(2, 0, 3, 1).copy_(W))  # (I, J, D_out, D_in)
 
     def _check_input(self, u: torch.Tensor) -> None:
         shape = f"(B, {self.in_caps}, {self.in_dim})"

@@ -70,7 +70,7 @@ class _FactoredRouting(torch.autograd.Function):
     @staticmethod
     def forward(ctx, W: torch.Tensor, u: torch.Tensor, r: int) -> tuple[torch.Tensor, torch.Tensor]:
         I, J, D, K = W.shape
-        W_k = W.permute(1, 3, 0, 2).reshape(J, K * I, D)  # (J, K*I, D)
+        W_k = W.permute(1, 3, 0, 2).reshape(J, K * I, D)  # (J, K*I, D), a view of DigitCaps.W
         c, s, x = _route(W_k, u.transpose(1, 2).contiguous(), r)  # u_t: (B, K, I)
         ctx.save_for_backward(W_k, c, s, x)
         return squash_unchecked(s), c.permute(1, 2, 0)  # (B, J, D), (B, I, J)
@@ -85,6 +85,7 @@ class _FactoredRouting(torch.autograd.Function):
             (ds,) = torch.autograd.grad(squash_unchecked(s_), s_, dv)  # (B, J, D)
         ds_j = ds.transpose(0, 1)  # (J, B, D)
         dW = torch.bmm(x.transpose(1, 2), ds_j).view(J, K, I, D).permute(2, 0, 3, 1)  # (I, J, D, K)
+        # dW has DigitCaps.W's memory order, so autograd keeps it as W.grad without a copy
         z = torch.bmm(ds_j, W_k.transpose(1, 2), out=x).view(J, B, K, I)  # (J, B, K, I) W^T ds
         du = z.mul_(c.unsqueeze(2)).sum(dim=0).transpose(1, 2)  # (B, I, K)
         return dW, du, None

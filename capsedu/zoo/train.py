@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
 
-from capsedu.data.mnist import MNISTData, load_mnist, load_offline, random_shift
+from capsedu.data.mnist import MNISTData, batch_loader, load_mnist, load_offline, random_shift
 from capsedu.data.multimnist import FreshPairs, MultiMNIST
 from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.cnn import CNNConfig
@@ -97,12 +96,6 @@ def test_pairs(test_data: MNISTData, recipe: Recipe) -> MultiMNIST:
                       **options)
 
 
-def loader(data: MNISTData, batch_size: int, generator: torch.Generator | None = None) -> DataLoader:
-    r"""Batches (B, 1, 28, 28) of ``data``, shuffled by ``generator`` when one is given."""
-    return DataLoader(data, batch_size=batch_size, shuffle=generator is not None,
-                      generator=generator)
-
-
 def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Module | None = None,
                  on_epoch_end: EpochCallback | None = None,
                  progress: bool = True) -> tuple[torch.nn.Module, dict[str, list]]:
@@ -120,7 +113,7 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
     if recipe.margin_ramp_epochs:
         on_epoch_end = _then(margin_schedule(model, recipe.margin_ramp_epochs), on_epoch_end)
     augment: Callable[[torch.Tensor], torch.Tensor] | None = None
-    batches: Iterable = loader(train_data, recipe.batch_size, generator)
+    batches: Iterable = batch_loader(train_data, recipe.batch_size, generator)
     if recipe.pairs:  # new pairs every epoch; the shifts are part of the pairs
         batches = FreshPairs(train_data, batch_size=recipe.batch_size, seed=recipe.seed + 1,
                              **recipe.pairs)
@@ -147,7 +140,7 @@ def test_accuracy(model: torch.nn.Module, test: MNISTData | MultiMNIST) -> dict[
     if isinstance(test, MultiMNIST):
         scores = pair_accuracy(model, test)
         return {"accuracy": scores["both"], "at_least_one": scores["at_least_one"]}
-    return {"accuracy": evaluate(model, loader(test, 100))["accuracy"]}
+    return {"accuracy": evaluate(model, batch_loader(test, 100))["accuracy"]}
 
 
 def test_every_epoch(model: torch.nn.Module, test_data: MNISTData | MultiMNIST, *, start: int = 1,
