@@ -71,9 +71,9 @@ RECIPES: dict[str, Recipe] = {
     # lesson 08's baseline: the same data, augmentation, epochs and optimiser as the CapsNet
     "cnn": Recipe(kind="cnn", config=CNNConfig.cpu().to_dict()),
     # lesson 09: two overlapping digits on a 36 x 36 canvas, 60,000 fresh pairs of the 4,000
-    # training digits every epoch, 4 primary capsule types (half the time of 8 per epoch, the
+    # training digits every epoch, 4 primary capsule types (1.6x the pairs/s of 8, about the
     # same accuracy per epoch in 4-epoch runs: README); the CNN baseline gets the same pairs,
-    # for the epochs that fit in 20 minutes (it trains at about 275 pairs/s here)
+    # for the epochs that fit in 20 minutes (about a quarter of the CapsNet's pairs/s here)
     "multimnist": Recipe(kind="capsnet", config=dataclasses.replace(CapsNetConfig.cpu(), image_size=36,
                                                                     primary_types=4).to_dict(),
                          epochs=40, batch_size=64, lr=3e-3, max_shift=0, pairs=MULTIMNIST_PAIRS),
