@@ -4,7 +4,13 @@ import pytest
 import torch
 
 import capsedu
-from capsedu.data.transforms import affnist_like, transform_images, transformed_set
+from capsedu.data.transforms import (
+    affnist_like,
+    random_warp,
+    transform_images,
+    transformed_set,
+    warp,
+)
 from capsedu.nets.cnn import BaselineCNN, CNNConfig
 
 
@@ -81,3 +87,42 @@ def test_empty_and_foreign_inputs_are_named():
         transform_images(torch.zeros(0, 1, 28, 28), angle=10)
     with pytest.raises(TypeError, match="data must be an MNISTData"):
         affnist_like(torch.zeros(2, 1, 28, 28))
+
+
+def bar_right_of_centre(count=1):
+    digit = torch.zeros(count, 1, 28, 28)
+    digit[:, 0, 13:15, 18:24] = 1.0  # a short horizontal bar right of the centre (13.5, 13.5)
+    return digit
+
+
+def centre_of_ink(image):
+    rows, cols = torch.meshgrid(torch.arange(28.0), torch.arange(28.0), indexing="ij")
+    return float((image * rows).sum() / image.sum()), float((image * cols).sum() / image.sum())
+
+
+def test_warp_turns_anticlockwise_scales_about_the_centre_and_keeps_the_identity():
+    digit = bar_right_of_centre(3)
+    out = warp(digit, torch.tensor([0.0, 90.0, 0.0]), torch.tensor([1.0, 1.0, 1.5]))
+    torch.testing.assert_close(out[0], digit[0])  # no turn, no scale: the same pixels
+    row, col = centre_of_ink(out[1])
+    assert row < 10 and abs(col - 13.5) < 0.5  # turned anticlockwise: now above the centre
+    row, col = centre_of_ink(out[2])
+    assert abs(row - 13.5) < 0.5 and col > centre_of_ink(digit[0])[1] + 2  # further out
+
+
+def test_random_warp_gives_each_image_its_own_seeded_warp():
+    digits = bar_right_of_centre(4)
+    first = random_warp(digits, 20, 0.1, torch.Generator().manual_seed(0))
+    again = random_warp(digits, 20, 0.1, torch.Generator().manual_seed(0))
+    assert torch.equal(first, again) and not torch.equal(first[0], first[1])
+    torch.testing.assert_close(random_warp(digits, 0, 0), digits)
+    with pytest.raises(ValueError, match=r"max_angle must be a number in \[0.0, 90.0\]"):
+        random_warp(digits, 120, 0.1)
+    with pytest.raises(ValueError, match=r"max_scale must be a number in \[0.0, 0.5\]"):
+        random_warp(digits, 10, -0.1)
+    with pytest.raises(ValueError, match=r"angles must be a \(4,\) tensor"):
+        warp(digits, torch.zeros(3), torch.ones(4))
+    with pytest.raises(ValueError, match="scales must all be > 0"):
+        warp(digits, torch.zeros(4), torch.zeros(4))
+    with pytest.raises(ValueError, match="images must be a float"):
+        random_warp(torch.zeros(28, 28))

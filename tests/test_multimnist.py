@@ -92,7 +92,23 @@ def test_fresh_pairs_differ_every_epoch_and_repeat_with_the_seed(digits):
     assert torch.equal(first, again[0]) and torch.equal(second, again[1])
 
 
+def test_warped_pairs_keep_their_pairs_and_shifts_and_turn_each_digit(digits):
+    plain = MultiMNIST(digits, 30, seed=4)
+    warped = MultiMNIST(digits, 30, seed=4, max_angle=15, max_scale=0.1)
+    assert torch.equal(plain.pairs, warped.pairs) and torch.equal(plain.shifts, warped.shifts)
+    assert warped.angles.shape == (30, 2) and warped.angles.abs().max() <= 15
+    assert ((warped.scales - 1).abs() <= 0.1).all() and plain.angles is None
+    images, targets = warped.batch(torch.arange(30))
+    torch.testing.assert_close(images, (targets.digits[:, 0] + targets.digits[:, 1]).clamp(max=1))
+    assert not torch.allclose(targets.digits, plain.batch(torch.arange(30))[1].digits, atol=0.05)
+    loader = FreshPairs(digits, 40, 20, seed=1, max_angle=15, max_scale=0.1)
+    first = torch.cat([images for images, _ in loader])
+    assert first.shape == (40, 1, 36, 36)
+
+
 @pytest.mark.parametrize("options, match", [
+    ({"max_angle": 100}, "max_angle must be a number in \\[0.0, 90.0\\]"),
+    ({"max_scale": 0.9}, "max_scale must be a number in \\[0.0, 0.5\\]"),
     ({"max_shift": 5}, "max_shift must be an int in \\[0, 4\\]"),
     ({"canvas": 27}, "canvas must be an int >= the digits' side \\(28\\)"),
     ({"merge": "sum"}, "merge must be one of"),

@@ -49,3 +49,16 @@ def test_bad_schedules_are_rejected():
         fit(CapsNet(TINY), batches(), epochs=1, lr_schedule="cosine", progress=False)
     with pytest.raises(ValueError, match="needs a train_loader with a length"):
         fit(CapsNet(TINY), iter(batches()), epochs=1, lr_schedule="onecycle", progress=False)
+
+
+def test_a_recipe_with_warps_turns_each_image_and_repeats_with_its_seed():
+    from capsedu.zoo.train import Recipe, _augmentation
+
+    bars = torch.zeros(6, 1, 28, 28)
+    bars[:, 0, 13:15, 10:20] = 1.0
+    shifted = _augmentation(Recipe(kind="capsnet"))(bars)  # whole-pixel shifts only: still 0 or 1
+    assert set(shifted.unique().tolist()) <= {0.0, 1.0}
+    warped = _augmentation(Recipe(kind="capsnet", max_angle=15, max_scale=0.1))(bars)
+    assert len(warped.unique()) > 2 and not torch.equal(warped[0], warped[1])  # resampled, each its own
+    torch.testing.assert_close(_augmentation(Recipe(kind="capsnet", max_angle=15, max_scale=0.1))(bars),
+                               warped)

@@ -5,6 +5,8 @@ placed at the centre of an S x S canvas (36 x 36 in the paper: 4 pixels of paddi
 28 digit) and each is moved by its own random whole-pixel shift of up to ``max_shift`` pixels in
 x and y (4 in the paper); the two are merged by a clipped sum, ``min(a + b, 1)`` (the paper's
 official code), or by the pixel-wise maximum (``merge="max"``, the choice of some blog posts).
+With ``max_angle``/``max_scale`` (not in the paper; for training on few source digits) each digit
+is also rotated and scaled by its own random amount before it is placed.
 
 * :class:`MultiMNIST` - a fixed set of pairs drawn by a seed: the same indices and shifts on every
   machine that has the same digits (the official test split gives the course's test set);
@@ -31,6 +33,7 @@ import torch
 from torch.utils.data import Dataset
 
 from capsedu.data.mnist import MNISTData, translate
+from capsedu.data.transforms import check_limit, warp
 
 MERGES = ("clip", "max")
 NUM_CLASSES = 10  # MNIST's digits: the multi-hot targets have one entry per digit class
@@ -61,7 +64,8 @@ def merge_digits(first: torch.Tensor, second: torch.Tensor, merge: str = "clip")
     raise ValueError(f"merge must be one of {MERGES}, got {merge!r}")
 
 
-def _check_options(digits: MNISTData, max_shift: int, canvas: int, merge: str) -> None:
+def _check_options(digits: MNISTData, max_shift: int, canvas: int, merge: str,
+                   max_angle: float = 0.0, max_scale: float = 0.0) -> None:
     if not isinstance(digits, MNISTData):
         raise TypeError(f"digits must be a capsedu.MNISTData split, got {type(digits).__name__}")
     side = digits.images.shape[-1]
@@ -74,6 +78,7 @@ def _check_options(digits: MNISTData, max_shift: int, canvas: int, merge: str) -
                          f"got {max_shift!r}")
     if merge not in MERGES:
         raise ValueError(f"merge must be one of {MERGES}, got {merge!r}")
+    check_limit("max_angle", max_angle), check_limit("max_scale", max_scale)
     if digits.labels.unique().numel() < 2:
         raise ValueError("digits must hold at least two classes: a pair needs two different ones")
 
@@ -102,16 +107,24 @@ class MultiMNIST(Dataset):
         max_shift: largest shift in x and y of each digit, at most ``(canvas - 28) // 2``.
         canvas: side of the images (36 in the paper).
         merge: ``"clip"`` (min(a + b, 1), the paper's code) or ``"max"``.
+        max_angle, max_scale: each digit also rotated by an angle from U(-max_angle, max_angle)
+            degrees and scaled by a factor from U(1 - max_scale, 1 + max_scale) about its centre
+            (:func:`capsedu.data.transforms.warp`), drawn with the pairs; 0 (the paper): neither.
     """
 
     def __init__(self, digits: MNISTData, num_pairs: int, *, seed: int = 0, max_shift: int = 4,
-                 canvas: int = 36, merge: str = "clip") -> None:
-        _check_options(digits, max_shift, canvas, merge)
+                 canvas: int = 36, merge: str = "clip", max_angle: float = 0.0,
+                 max_scale: float = 0.0) -> None:
+        _check_options(digits, max_shift, canvas, merge, max_angle, max_scale)
         if isinstance(num_pairs, bool) or not isinstance(num_pairs, int) or num_pairs < 1:
             raise ValueError(f"num_pairs must be an int >= 1, got {num_pairs!r}")
         self.digits, self.canvas, self.merge, self.max_shift = digits, canvas, merge, max_shift
-        self.pairs, self.shifts = draw_pairs(digits.labels, num_pairs, max_shift,
-                                             torch.Generator().manual_seed(seed))
+        generator = torch.Generator().manual_seed(seed)
+        self.pairs, self.shifts = draw_pairs(digits.labels, num_pairs, max_shift, generator)
+        self.angles = self.scales = None  # (P, 2) each, degrees and factors, when warped
+        if max_angle or max_scale:
+            self.angles = (torch.rand(num_pairs, 2, generator=generator) * 2 - 1) * max_angle
+            self.scales = 1 + (torch.rand(num_pairs, 2, generator=generator) * 2 - 1) * max_scale
         self.source = f"{num_pairs:,} pairs of {digits.source} (seed {seed})"
 
     def __len__(self) -> int:
@@ -122,6 +135,8 @@ class MultiMNIST(Dataset):
         pairs, shifts = self.pairs[index], self.shifts[index]  # (B, 2), (B, 2, 2)
         batch = len(pairs)
         sources = self.digits.images[pairs.reshape(-1)]  # (2B, C, H, W)
+        if self.angles is not None:
+            sources = warp(sources, self.angles[index].reshape(-1), self.scales[index].reshape(-1))
         placed = place(sources, shifts.reshape(-1, 2), self.canvas)  # (2B, C, S, S)
         digits = placed.view(batch, 2, *placed.shape[1:])  # (B, 2, C, S, S)
         labels = self.digits.labels[pairs]  # (B, 2)
@@ -148,13 +163,15 @@ class FreshPairs:
     """
 
     def __init__(self, digits: MNISTData, pairs_per_epoch: int, batch_size: int, *, seed: int = 0,
-                 max_shift: int = 4, canvas: int = 36, merge: str = "clip") -> None:
-        _check_options(digits, max_shift, canvas, merge)
+                 max_shift: int = 4, canvas: int = 36, merge: str = "clip", max_angle: float = 0.0,
+                 max_scale: float = 0.0) -> None:
+        _check_options(digits, max_shift, canvas, merge, max_angle, max_scale)
         for name, value in (("pairs_per_epoch", pairs_per_epoch), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         self.digits, self.pairs_per_epoch, self.batch_size = digits, pairs_per_epoch, batch_size
-        self.options = {"max_shift": max_shift, "canvas": canvas, "merge": merge}
+        self.options = {"max_shift": max_shift, "canvas": canvas, "merge": merge,
+                        "max_angle": max_angle, "max_scale": max_scale}
         self.seeds = torch.Generator().manual_seed(seed)
 
     def __len__(self) -> int:

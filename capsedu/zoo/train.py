@@ -31,6 +31,7 @@ import torch
 
 from capsedu.data.mnist import MNISTData, batch_loader, load_mnist, load_offline, random_shift
 from capsedu.data.multimnist import FreshPairs, MultiMNIST
+from capsedu.data.transforms import random_warp
 from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.cnn import CNNConfig
 from capsedu.nets.efficient_capsnet import EfficientCapsConfig
@@ -55,6 +56,10 @@ class Recipe:
     lr: float = 2e-3
     lr_schedule: str = "onecycle"
     max_shift: int = 2
+    # each training digit also rotated within +-max_angle degrees and scaled within 1 +- max_scale
+    # about its centre (capsedu.data.transforms.random_warp), before the shift; 0: neither
+    max_angle: float = 0.0
+    max_scale: float = 0.0
     seed: int = 0
     # MultiMNIST (lesson 09): empty for single digits; otherwise the options of
     # capsedu.data.multimnist.FreshPairs (pairs_per_epoch, max_shift, canvas, merge) - the digits
@@ -115,16 +120,26 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
         on_epoch_end = _then(margin_schedule(model, recipe.margin_ramp_epochs), on_epoch_end)
     augment: Callable[[torch.Tensor], torch.Tensor] | None = None
     batches: Iterable = batch_loader(train_data, recipe.batch_size, generator)
-    if recipe.pairs:  # new pairs every epoch; the shifts are part of the pairs
+    if recipe.pairs:  # new pairs every epoch; the shifts (and warps) are part of the pairs
         batches = FreshPairs(train_data, batch_size=recipe.batch_size, seed=recipe.seed + 1,
-                             **recipe.pairs)
-    elif recipe.max_shift > 0:
-        augment = partial(random_shift, max_shift=recipe.max_shift,
-                          generator=torch.Generator().manual_seed(recipe.seed + 1))
+                             max_angle=recipe.max_angle, max_scale=recipe.max_scale, **recipe.pairs)
+    elif recipe.max_shift > 0 or recipe.max_angle or recipe.max_scale:
+        augment = _augmentation(recipe)
     history = fit(model, batches, epochs=recipe.epochs,
                   lr=recipe.lr, lr_schedule=recipe.lr_schedule, augment=augment,
                   on_epoch_end=on_epoch_end, progress=progress)
     return model, history
+
+
+def _augmentation(recipe: Recipe) -> Callable[[torch.Tensor], torch.Tensor]:
+    r"""The training images' random shift, after a random warp when the recipe asks for one."""
+    shift = partial(random_shift, max_shift=recipe.max_shift,
+                    generator=torch.Generator().manual_seed(recipe.seed + 1))
+    if not (recipe.max_angle or recipe.max_scale):
+        return shift
+    turn = partial(random_warp, max_angle=recipe.max_angle, max_scale=recipe.max_scale,
+                   generator=torch.Generator().manual_seed(recipe.seed + 2))
+    return lambda images: shift(turn(images))  # (B, C, H, W)
 
 
 def _then(first: EpochCallback, second: EpochCallback | None) -> EpochCallback:
