@@ -40,7 +40,7 @@
 # - Lessons 01-05. You should know what `model(images, labels)` returns (`capsules`, `lengths`,
 #   `reconstruction`) and what the two losses measure.
 # - About **40 minutes**, of which the training cell takes under a minute on two CPU cores
-#   (0.7 min when this lesson was executed; the CPU configuration, 12 epochs over 4,500 MNIST
+#   (0.6 min when this lesson was executed; the CPU configuration, 12 epochs over 4,500 MNIST
 #   images; the tests run a much shorter version). The cell prints how long it took on your
 #   machine.
 #
