@@ -33,8 +33,8 @@ import capsedu
 from capsedu.data.transforms import affnist_like, transform_images
 from capsedu.nets.registry import build_network
 from capsedu.training.runtime import reuse_large_allocations
+from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.shipped import STUDIES_DIR
-from capsedu.zoo.train import RECIPES
 
 NETWORKS = {"capsnet": "CapsNet, dynamic routing (2017)", "em": "Matrix capsules, EM routing (2018)",
             "efficient": "Efficient-CapsNet, self-attention (2021)", "cnn": "Baseline CNN"}

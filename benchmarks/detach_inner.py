@@ -6,7 +6,7 @@ r"""Does detaching the inner routing iterations matter for training? The shipped
 ``detach_inner=True`` (capsedu's default, and most re-implementations') lets gradients reach the
 prediction vectors only through the last routing iteration; ``False`` (the paper's code)
 differentiates through every iteration's agreement and softmax. This script trains the shipped
-CapsNet recipe (:data:`capsedu.zoo.train.RECIPES`) with each setting and each seed - same data,
+CapsNet recipe (:data:`capsedu.zoo.recipes.RECIPES`) with each setting and each seed - same data,
 same initial weights per seed - and records the test accuracy on the official split (when
 ``CAPSEDU_DATA`` has it), the epoch and training time at which 98.5 % was first reached, the
 training time, and the load average. The result is written as the study JSON that lesson 03
@@ -26,8 +26,9 @@ from pathlib import Path
 
 import torch
 
+from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.shipped import STUDIES_DIR
-from capsedu.zoo.train import RECIPES, train_shipped
+from capsedu.zoo.train import train_shipped
 
 
 def run(seeds: list[int], epochs: int | None, data_root: Path | None) -> dict:

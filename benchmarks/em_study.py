@@ -3,7 +3,7 @@ r"""Short training runs of the EM-routing network (lesson 11): which change to i
     CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/em_study.py --epochs 3 --variants \
         '{"shipped": {}, "class lambda 0.01": {"class_inverse_temperature": 0.01}}'
 
-Trains the ``em`` recipe (:data:`capsedu.zoo.train.RECIPES`) once per variant - a name and the
+Trains the ``em`` recipe (:data:`capsedu.zoo.recipes.RECIPES`) once per variant - a name and the
 network-config fields it changes, as JSON - for ``--epochs`` epochs (the spread loss's margin
 ramped over the first half of them, at least one) on the 4,000 offline training digits, after
 :func:`capsedu.training.runtime.reuse_large_allocations` as the train command does, and tests
@@ -26,7 +26,8 @@ import torch
 from capsedu.data.mnist import load_mnist, load_offline
 from capsedu.training.loop import evaluate
 from capsedu.training.runtime import reuse_large_allocations
-from capsedu.zoo.train import RECIPES, train_recipe
+from capsedu.zoo.recipes import RECIPES
+from capsedu.zoo.train import train_recipe
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -5,7 +5,7 @@ r"""Short MultiMNIST training runs (lesson 09): which change to the shipped reci
     CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/multimnist_study.py --epochs 4 \
         --batch-size 64 --lr 3e-3 --config '{"primary_types": 16}'
 
-Trains the ``multimnist`` recipe (:data:`capsedu.zoo.train.RECIPES`; ``--name multimnist_cnn``
+Trains the ``multimnist`` recipe (:data:`capsedu.zoo.recipes.RECIPES`; ``--name multimnist_cnn``
 for the CNN) with the given overrides - epochs, pairs per epoch, batch size, peak learning rate
 and fields of the network config - on the 4,000 offline training digits, and after every epoch
 tests it on ``--test-pairs`` pairs of the official test split (seed 0; the offline test part
@@ -29,7 +29,8 @@ from capsedu.data.mnist import load_mnist, load_offline
 from capsedu.data.multimnist import MultiMNIST
 from capsedu.nets.multi_digit import pair_accuracy
 from capsedu.nets.registry import build_network
-from capsedu.zoo.train import RECIPES, train_recipe
+from capsedu.zoo.recipes import RECIPES
+from capsedu.zoo.train import train_recipe
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

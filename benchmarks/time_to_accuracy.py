@@ -1,6 +1,6 @@
 r"""Time to 98.0 % and 98.5 % test accuracy of a shipped network's recipe, median of several seeds.
 
-Trains the recipe of a shipped network (default ``capsnet``, :data:`capsedu.zoo.train.RECIPES`:
+Trains the recipe of a shipped network (default ``capsnet``, :data:`capsedu.zoo.recipes.RECIPES`:
 ``CapsNetConfig.cpu()``, one-cycle Adam, 2-pixel shifts, the 4,000-image offline training part)
 once per seed, tests it on the official 10,000-image test split after every epoch, and prints
 for each seed and as the median over seeds the training time (wall, evaluation excluded) at
@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from capsedu.zoo.train import RECIPES, train_shipped
+from capsedu.zoo.recipes import RECIPES
+from capsedu.zoo.train import train_shipped
 
 TARGETS = (0.98, 0.985)
 

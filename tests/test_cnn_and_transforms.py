@@ -1,16 +1,11 @@
-"""The baseline CNN (lesson 08) and the transformed test sets."""
+"""The baseline CNN (lesson 08), the transformed test sets and the training warps."""
 
 import pytest
 import torch
 
 import capsedu
-from capsedu.data.transforms import (
-    affnist_like,
-    random_warp,
-    transform_images,
-    transformed_set,
-    warp,
-)
+from capsedu.data.augment import random_warp, warp
+from capsedu.data.transforms import affnist_like, transform_images, transformed_set
 from capsedu.nets.cnn import BaselineCNN, CNNConfig
 
 

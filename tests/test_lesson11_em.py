@@ -169,7 +169,8 @@ def test_the_em_recipe_ramps_the_margin(monkeypatch):
     import dataclasses
 
     from capsedu.data.mnist import load_offline
-    from capsedu.zoo.train import RECIPES, train_recipe
+    from capsedu.zoo.recipes import RECIPES
+    from capsedu.zoo.train import train_recipe
 
     seen = []
     recipe = dataclasses.replace(RECIPES["em"], epochs=3, margin_ramp_epochs=2, config={

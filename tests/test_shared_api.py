@@ -11,7 +11,8 @@ import capsedu
 from capsedu import Loss, NetworkConfig, evaluate, fit, load_checkpoint, save_checkpoint
 from capsedu.nets import registry
 from capsedu.training.checkpoint import CheckpointError
-from capsedu.zoo.train import Recipe, train_shipped
+from capsedu.zoo.recipes import Recipe
+from capsedu.zoo.train import train_shipped
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,8 @@ def test_bad_schedules_are_rejected():
 
 
 def test_a_recipe_with_warps_turns_each_image_and_repeats_with_its_seed():
-    from capsedu.zoo.train import Recipe, _augmentation
+    from capsedu.zoo.recipes import Recipe
+    from capsedu.zoo.train import _augmentation
 
     bars = torch.zeros(6, 1, 28, 28)
     bars[:, 0, 13:15, 10:20] = 1.0

@@ -10,8 +10,8 @@ import torch
 import capsedu
 from capsedu import CapsNet, CheckpointError, load_mnist, pretrained, pretrained_metrics
 from capsedu.training.runtime import reuse_large_allocations
+from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import WEIGHTS_DIR, available, sha256
-from capsedu.zoo.train import RECIPES, Recipe
 
 SHIPPED = available()
 FIRST_TEST_PAIRS = [[6044, 9035], [8239, 9449], [4933, 6115]]  # indices into the official test split

@@ -32,8 +32,8 @@ from typing import NamedTuple
 import torch
 from torch.utils.data import Dataset
 
+from capsedu.data.augment import check_limit, warp
 from capsedu.data.mnist import MNISTData, translate
-from capsedu.data.transforms import check_limit, warp
 
 MERGES = ("clip", "max")
 NUM_CLASSES = 10  # MNIST's digits: the multi-hot targets have one entry per digit class
@@ -109,7 +109,7 @@ class MultiMNIST(Dataset):
         merge: ``"clip"`` (min(a + b, 1), the paper's code) or ``"max"``.
         max_angle, max_scale: each digit also rotated by an angle from U(-max_angle, max_angle)
             degrees and scaled by a factor from U(1 - max_scale, 1 + max_scale) about its centre
-            (:func:`capsedu.data.transforms.warp`), drawn with the pairs; 0 (the paper): neither.
+            (:func:`capsedu.data.augment.warp`), drawn with the pairs; 0 (the paper): neither.
     """
 
     def __init__(self, digits: MNISTData, num_pairs: int, *, seed: int = 0, max_shift: int = 4,

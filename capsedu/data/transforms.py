@@ -16,9 +16,6 @@ large shifts and scales).
   other digits and ranges drawn per axis, not downloadable here), the digits stay on a 28x28
   crop. A learner with the real affNIST files can evaluate on them the same way: resize or crop
   them to 28x28 and wrap them in :class:`MNISTData`.
-* :func:`warp` and :func:`random_warp` - training augmentation: every image of a batch rotated
-  and scaled about its own centre by its own amount, in one batched resampling (torch's
-  ``affine_grid`` and ``grid_sample``; used by recipes with ``max_angle``/``max_scale``).
 
 Shape legend:
     N      images;  C, H, W  channels (1), height and width (28)
@@ -36,11 +33,10 @@ from capsedu.data.mnist import MNISTData
 
 CANVAS = 40
 ROTATIONS = tuple(range(-60, 61, 15))
-LIMITS = {"angle": (-90.0, 90.0), "scale": (0.5, 2.0), "shear": (-0.5, 0.5), "shift": (-8.0, 8.0),
-          "max_angle": (0.0, 90.0), "max_scale": (0.0, 0.5)}
+LIMITS = {"angle": (-90.0, 90.0), "scale": (0.5, 2.0), "shear": (-0.5, 0.5), "shift": (-8.0, 8.0)}
 
 
-def check_limit(name: str, value: float) -> float:
+def _check(name: str, value: float) -> float:
     low, high = LIMITS[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
@@ -76,8 +72,8 @@ def transform_images(images: torch.Tensor, *, angle: float = 0.0, scale: float =
 
     With ``return_ink_kept`` also the share of each transformed digit's ink inside the crop (N,).
     """
-    args = (check_limit("angle", angle), check_limit("scale", scale), check_limit("shear", shear),
-            (check_limit("shift", shift[0]), check_limit("shift", shift[1])))
+    args = (_check("angle", angle), _check("scale", scale), _check("shear", shear),
+            (_check("shift", shift[0]), _check("shift", shift[1])))
     moved = _affine(_canvas(images), *args).clamp_(0, 1)  # (N, C, 40, 40)
     cropped = _crop(moved)  # (N, C, 28, 28)
     if not return_ink_kept:
@@ -99,7 +95,7 @@ def affnist_like(data: MNISTData, *, seed: int = 0, max_shift: int = 2) -> MNIST
     rotation U(-20°, 20°), shear U(-0.2, 0.2), scale U(0.8, 1.2), shift of up to ``max_shift`` px."""
     if not isinstance(data, MNISTData):
         raise TypeError(f"data must be an MNISTData (capsedu.load_mnist), got {type(data).__name__}")
-    check_limit("shift", max_shift)
+    _check("shift", max_shift)
     canvas = _canvas(data.images)  # (N, C, 40, 40)
     generator = torch.Generator().manual_seed(seed)
     n = len(data)
@@ -111,43 +107,3 @@ def affnist_like(data: MNISTData, *, seed: int = 0, max_shift: int = 2) -> MNIST
                                tuple(shifts[k].tolist())) for k in range(n)])
     return MNISTData(_crop(out.clamp_(0, 1)), data.labels,
                      f"{data.source}, affNIST-like (seed {seed})")
-
-
-def _warp(images: torch.Tensor, radians: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    zero = torch.zeros(len(images))
-    cos, sin = torch.cos(radians) / scales, torch.sin(radians) / scales  # (N,), (N,)
-    # theta maps each output pixel to where it samples the input: R(angle) / scale
-    theta = torch.stack([torch.stack([cos, -sin, zero], 1), torch.stack([sin, cos, zero], 1)], 1)  # (N, 2, 3)
-    grid = torch.nn.functional.affine_grid(theta, list(images.shape), align_corners=False)  # (N, H, W, 2)
-    return torch.nn.functional.grid_sample(images, grid, mode="bilinear", padding_mode="zeros",
-                                           align_corners=False)  # (N, C, H, W)
-
-
-def _check_batch(images: torch.Tensor) -> None:
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
-        raise ValueError(f"images must be a float (N, C, H, W) tensor, got {getattr(images, 'shape', images)}")
-
-
-def warp(images: torch.Tensor, angles: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    r"""Image ``n`` of ``images`` (N, C, H, W) rotated by ``angles[n]`` degrees (anticlockwise)
-    and scaled by ``scales[n]`` about its centre (bilinear; ink moved out of the frame is lost,
-    new pixels are 0): (N, C, H, W)."""
-    _check_batch(images)
-    for name, value in (("angles", angles), ("scales", scales)):
-        if not isinstance(value, torch.Tensor) or value.shape != (len(images),):
-            raise ValueError(f"{name} must be a ({len(images)},) tensor, one per image, "
-                             f"got {getattr(value, 'shape', value)}")
-    if not (scales > 0).all():
-        raise ValueError("scales must all be > 0")
-    return _warp(images, torch.deg2rad(angles), scales)
-
-
-def random_warp(images: torch.Tensor, max_angle: float = 15.0, max_scale: float = 0.1,
-                generator: torch.Generator | None = None) -> torch.Tensor:
-    r"""Each image (N, C, H, W) rotated by its own angle drawn from U(-max_angle, max_angle)
-    degrees and scaled by a factor from U(1 - max_scale, 1 + max_scale): (N, C, H, W)."""
-    _check_batch(images)
-    max_angle, max_scale = check_limit("max_angle", max_angle), check_limit("max_scale", max_scale)
-    radians = (torch.rand(len(images), generator=generator) * 2 - 1) * math.radians(max_angle)  # (N,)
-    scales = 1 + (torch.rand(len(images), generator=generator) * 2 - 1) * max_scale  # (N,)
-    return _warp(images, radians, scales)

@@ -1,2 +1,3 @@
-r"""The shipped trained networks (:mod:`.shipped`, ``capsedu.pretrained``) and the command that
-trains each of them from its recipe (:mod:`.train`, ``python -m capsedu.zoo.train NAME``)."""
+r"""The shipped trained networks (:mod:`.shipped`, ``capsedu.pretrained``), their recipes
+(:mod:`.recipes`) and the command that trains each of them (:mod:`.train`,
+``python -m capsedu.zoo.train NAME``)."""

@@ -1,6 +1,6 @@
 r"""Train shipped networks from their recipes: ``python -m capsedu.zoo.train NAME [NAME...]|all``.
 
-Every shipped network (:mod:`capsedu.zoo.shipped`) has a :class:`Recipe` in :data:`RECIPES`: its
+Every shipped network (:mod:`capsedu.zoo.shipped`) has a recipe (:mod:`capsedu.zoo.recipes`): its
 kind and config, its data, and how it is trained (:func:`capsedu.fit` with Adam and a one-cycle
 learning rate). The command trains it reproducibly (seeded), tests it on the official MNIST test
 split when one is found (``CAPSEDU_DATA`` or ``--data-root``; otherwise on the offline subset's
@@ -22,77 +22,23 @@ import json
 import os
 import platform
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from capsedu.data.augment import random_warp
 from capsedu.data.mnist import MNISTData, batch_loader, load_mnist, load_offline, random_shift
 from capsedu.data.multimnist import FreshPairs, MultiMNIST
-from capsedu.data.transforms import random_warp
-from capsedu.nets.capsnet import CapsNetConfig
-from capsedu.nets.cnn import CNNConfig
-from capsedu.nets.efficient_capsnet import EfficientCapsConfig
-from capsedu.nets.matrix_capsnet import MatrixCapsConfig, margin_schedule
+from capsedu.nets.matrix_capsnet import margin_schedule
 from capsedu.nets.multi_digit import pair_accuracy
 from capsedu.nets.registry import build_network
 from capsedu.training.checkpoint import load_checkpoint, save_checkpoint
 from capsedu.training.loop import EpochCallback, evaluate, fit
 from capsedu.training.runtime import reuse_large_allocations, set_seed
+from capsedu.zoo.recipes import MULTIMNIST_TEST, RECIPES, Recipe
 from capsedu.zoo.shipped import WEIGHTS_DIR, sha256, shipped_paths
-
-
-@dataclass(frozen=True)
-class Recipe:
-    r"""How a shipped network is trained. ``config`` is the network config as a plain dict."""
-
-    kind: str
-    config: dict[str, Any] = field(default_factory=dict)
-    train_data: str = "offline-train"  # load_offline("train"): 4,000 images, 400 per class
-    epochs: int = 30
-    batch_size: int = 32
-    lr: float = 2e-3
-    lr_schedule: str = "onecycle"
-    max_shift: int = 2
-    # each training digit also rotated within +-max_angle degrees and scaled within 1 +- max_scale
-    # about its centre (capsedu.data.transforms.random_warp), before the shift; 0: neither
-    max_angle: float = 0.0
-    max_scale: float = 0.0
-    seed: int = 0
-    # MultiMNIST (lesson 09): empty for single digits; otherwise the options of
-    # capsedu.data.multimnist.FreshPairs (pairs_per_epoch, max_shift, canvas, merge) - the digits
-    # come from train_data, the test pairs from the test split (MULTIMNIST_TEST)
-    pairs: dict[str, Any] = field(default_factory=dict)
-    # EM routing (lesson 11): the spread loss's margin goes from 0.2 to 0.9 over this many
-    # epochs (capsedu.nets.matrix_capsnet.margin_schedule); 0 for networks without a margin
-    margin_ramp_epochs: int = 0
-
-
-MULTIMNIST_PAIRS = {"pairs_per_epoch": 60_000, "max_shift": 4, "canvas": 36, "merge": "clip"}
-RECIPES: dict[str, Recipe] = {
-    "capsnet": Recipe(kind="capsnet", config=CapsNetConfig.cpu().to_dict()),
-    # lesson 08's baseline: the same data, augmentation, epochs and optimiser as the CapsNet
-    "cnn": Recipe(kind="cnn", config=CNNConfig.cpu().to_dict()),
-    # lesson 09: two overlapping digits on a 36 x 36 canvas, 60,000 fresh pairs of the 4,000
-    # training digits every epoch, 4 primary capsule types (1.6x the pairs/s of 8, about the
-    # same accuracy per epoch in 4-epoch runs: README); the CNN baseline gets the same pairs,
-    # for the epochs that fit in 20 minutes (about a quarter of the CapsNet's pairs/s here)
-    "multimnist": Recipe(kind="capsnet", config=dataclasses.replace(CapsNetConfig.cpu(), image_size=36,
-                                                                    primary_types=4).to_dict(),
-                         epochs=40, batch_size=64, lr=3e-3, max_shift=0, pairs=MULTIMNIST_PAIRS),
-    "multimnist_cnn": Recipe(kind="cnn", config=CNNConfig.cpu(image_size=36, multi_label=True).to_dict(),
-                             epochs=5, max_shift=0, pairs=MULTIMNIST_PAIRS),
-    # lesson 11: the matrix-capsule network with EM routing (64/8/16/16, 2 iterations)
-    "em": Recipe(kind="em", config=MatrixCapsConfig(beta_a_logit_units=True).to_dict(), epochs=32,
-                 batch_size=16, lr=2e-3, margin_ramp_epochs=16),
-    # lesson 12: Efficient-CapsNet, the paper's MNIST network (161,824 parameters + decoder)
-    "efficient": Recipe(kind="efficient", config=EfficientCapsConfig().to_dict(), epochs=30, lr=3e-3),
-}
-
-
-MULTIMNIST_TEST = {"num_pairs": 10_000, "seed": 0}  # the course's fixed MultiMNIST test set
 
 
 def test_pairs(test_data: MNISTData, recipe: Recipe) -> MultiMNIST:

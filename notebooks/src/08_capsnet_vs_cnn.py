@@ -64,7 +64,7 @@ from capsedu.explore.equivariance import (capsule_trajectory, feature_trajectory
 from capsedu.explore.figures import image_rows
 from capsedu.explore.transform_explorer import transform_explorer, transform_strip
 from capsedu.zoo.shipped import study
-from capsedu.zoo.train import RECIPES
+from capsedu.zoo.recipes import RECIPES
 
 # %%
 capsedu.set_seed(0)

@@ -62,7 +62,7 @@ from capsedu.course.checks.multimnist import check_both_right, check_reconstruct
 from capsedu.explore.figures import image_rows
 from capsedu.explore.pairs import pair_accuracy_matrix, pair_explorer, pair_figure, pair_matrix_figure
 from capsedu.nets.multi_digit import pair_hits, two_digit_loss
-from capsedu.zoo.train import MULTIMNIST_TEST, RECIPES
+from capsedu.zoo.recipes import MULTIMNIST_TEST, RECIPES
 
 # %%
 capsedu.set_seed(0)

@@ -69,7 +69,8 @@ from capsedu.explore.em import digit_votes, em_explorer, em_figure, em_trace, to
 from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
 from capsedu.training.runtime import reuse_large_allocations
-from capsedu.zoo.train import RECIPES, train_recipe
+from capsedu.zoo.recipes import RECIPES
+from capsedu.zoo.train import train_recipe
 
 # %%
 capsedu.set_seed(0)

@@ -63,7 +63,8 @@ from capsedu.course.checks.efficient import check_attention_couplings, check_eff
 from capsedu.nets.efficient_capsnet import EfficientCapsNet
 from capsedu.nets.self_attention import efficient_squash, self_attention_routing
 from capsedu.zoo.shipped import study
-from capsedu.zoo.train import RECIPES, train_recipe
+from capsedu.zoo.recipes import RECIPES
+from capsedu.zoo.train import train_recipe
 
 # %%
 capsedu.set_seed(0)
