@@ -68,6 +68,13 @@ def require_int(name: str, value: object, *, minimum: int) -> int:
     return value
 
 
+def require_number(name: str, value: object, *, low: float, high: float) -> float:
+    r"""Check that ``value`` is a real number (not a bool) in [``low``, ``high``]; return it as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
+    return float(value)
+
+
 def require_labels(name: str, labels: object, *, batch: int, num_classes: int) -> torch.Tensor:
     r"""Check integer class indices of shape (B,) with values in [0, num_classes)."""
     labels = require_tensor(name, labels, ndim=1, shape="(B,) of class indices")

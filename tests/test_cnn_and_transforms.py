@@ -119,5 +119,7 @@ def test_random_warp_gives_each_image_its_own_seeded_warp():
         warp(digits, torch.zeros(3), torch.ones(4))
     with pytest.raises(ValueError, match="scales must all be > 0"):
         warp(digits, torch.zeros(4), torch.zeros(4))
-    with pytest.raises(ValueError, match="images must be a float"):
+    with pytest.raises(ValueError, match=r"images must be a 4-D tensor \(N, C, H, W\)"):
         random_warp(torch.zeros(28, 28))
+    with pytest.raises(TypeError, match="images must be a floating-point tensor"):
+        warp(torch.zeros(4, 1, 28, 28, dtype=torch.long), torch.zeros(4), torch.ones(4))

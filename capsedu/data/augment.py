@@ -22,20 +22,15 @@ import math
 
 import torch
 
+from capsedu._validate import require_number, require_tensor
+
 LIMITS = {"max_angle": (0.0, 90.0), "max_scale": (0.0, 0.5)}
 
 
 def check_limit(name: str, value: float) -> float:
     r"""``value`` as a float, or a ValueError naming ``name`` when it is outside ``LIMITS[name]``."""
     low, high = LIMITS[name]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
-    return float(value)
-
-
-def _check_batch(images: torch.Tensor) -> None:
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
-        raise ValueError(f"images must be a float (N, C, H, W) tensor, got {getattr(images, 'shape', images)}")
+    return require_number(name, value, low=low, high=high)
 
 
 def _warp(images: torch.Tensor, radians: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
@@ -52,7 +47,7 @@ def warp(images: torch.Tensor, angles: torch.Tensor, scales: torch.Tensor) -> to
     r"""Image ``n`` of ``images`` (N, C, H, W) rotated by ``angles[n]`` degrees (anticlockwise)
     and scaled by ``scales[n]`` about its centre (bilinear; ink moved out of the frame is lost,
     new pixels are 0): (N, C, H, W)."""
-    _check_batch(images)
+    require_tensor("images", images, ndim=4, shape="(N, C, H, W)", floating=True)
     for name, value in (("angles", angles), ("scales", scales)):
         if not isinstance(value, torch.Tensor) or value.shape != (len(images),):
             raise ValueError(f"{name} must be a ({len(images)},) tensor, one per image, "
@@ -66,7 +61,7 @@ def random_warp(images: torch.Tensor, max_angle: float = 15.0, max_scale: float 
                 generator: torch.Generator | None = None) -> torch.Tensor:
     r"""Each image (N, C, H, W) rotated by its own angle drawn from U(-max_angle, max_angle)
     degrees and scaled by a factor from U(1 - max_scale, 1 + max_scale): (N, C, H, W)."""
-    _check_batch(images)
+    require_tensor("images", images, ndim=4, shape="(N, C, H, W)", floating=True)
     max_angle, max_scale = check_limit("max_angle", max_angle), check_limit("max_scale", max_scale)
     radians = (torch.rand(len(images), generator=generator) * 2 - 1) * math.radians(max_angle)  # (N,)
     scales = 1 + (torch.rand(len(images), generator=generator) * 2 - 1) * max_scale  # (N,)

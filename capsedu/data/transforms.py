@@ -29,6 +29,7 @@ import torch
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as TF
 
+from capsedu._validate import require_number
 from capsedu.data.mnist import MNISTData
 
 CANVAS = 40
@@ -38,9 +39,7 @@ LIMITS = {"angle": (-90.0, 90.0), "scale": (0.5, 2.0), "shear": (-0.5, 0.5), "sh
 
 def _check(name: str, value: float) -> float:
     low, high = LIMITS[name]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
-    return float(value)
+    return require_number(name, value, low=low, high=high)
 
 
 def _canvas(images: torch.Tensor) -> torch.Tensor:

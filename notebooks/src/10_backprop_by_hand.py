@@ -474,9 +474,9 @@ print(f"largest NumPy-vs-autograd gradient difference over training: "
       f"{max(h['gradient_error'] for h in history):.0e}")
 
 # %% [markdown]
-# The classifier passes 90 % on the official test split after its first epoch (90.01 %, 0.3 s of
+# The classifier passes 90 % on the official test split after its first epoch (90.01 %, 0.4 s of
 # training), reaches its best, 94.47 %, after epoch 14, and ends at 94.15 % after 15 epochs and
-# 5.3 s: seconds, not minutes, because it has 241,920 parameters and 32 primary capsules instead
+# 5.5 s: seconds, not minutes, because it has 241,920 parameters and 32 primary capsules instead
 # of 1,152. The training loss keeps falling while the test accuracy levels off near 94 %: on
 # 5,000 images it starts to memorise. At every epoch its gradients agreed with autograd's to
 # 3e-15 or better, relative to their size — the hand-written backward is right at trained weights
@@ -535,7 +535,7 @@ print(f"detach_inner=False: test accuracy {accuracy_full:.2%} after {history_ful
 # Adam divides every step by a running estimate of the gradient's own size, so a gradient three
 # times longer barely changes the steps. With the full gradient the classifier ended 0.30 points
 # higher (94.45 % against 94.15 %, one seed each: a different seed could move either by that much)
-# and trained 1.7 times as long (8.8 s against 5.3 s) — the same picture as the three-seed
+# and trained 1.6 times as long (9.0 s against 5.5 s) — the same picture as the three-seed
 # study of the convolutional CapsNet in lesson 03.
 #
 # ### NumPy against torch at the paper's size
@@ -568,8 +568,8 @@ for detach in (True, False):  # the best of three runs: the one least disturbed 
           f"{1000 * torch_seconds:.0f} ms (NumPy / torch = {numpy_seconds / torch_seconds:.2f})")
 
 # %% [markdown]
-# At the paper's size the NumPy routing took 106 ms against torch's 161 ms with
-# `detach_inner=True`, and 255 ms against 305 ms through every iteration: hand-written NumPy is
+# At the paper's size the NumPy routing took 107 ms against torch's 166 ms with
+# `detach_inner=True`, and 258 ms against 315 ms through every iteration: hand-written NumPy is
 # as fast as `capsedu.dynamic_routing` here, or faster (the ratio moves by 0.1–0.2 between runs). Both do the same operations in the same order on the CPU,
 # and NumPy's `einsum` sums without first building the (B, I, J, D) product that the readable torch
 # version materialises. What NumPy lacks is everything around it: a GPU, autograd for new ideas,
@@ -663,11 +663,11 @@ print(f"largest difference / largest entry: {np.abs(mine - reference).max() / np
 #   less when right, $10^{-2}$ or more for a wrong term) and autograd.
 # - A capsule classifier with no framework — a linear layer, 32 primary capsules, Procedure 1
 #   and the margin loss, 241,920 parameters — reached 90.01 % on the official test split after
-#   one epoch (0.3 s of training) and 94.15 % after 15 epochs (5.3 s), its gradients within
+#   one epoch (0.4 s of training) and 94.15 % after 15 epochs (5.5 s), its gradients within
 #   3e-15 of autograd's throughout.
 # - On the trained classifier the detached gradient is about a third as long as the full one
 #   (cosine 0.896 to 0.946); trained both ways, the full gradient ended 0.30 points higher, at
-#   1.7 times the training time.
+#   1.6 times the training time.
 #
 # ## What's next
 #
