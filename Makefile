@@ -34,8 +34,9 @@ lab: install
 test: install
 	CAPSEDU_FAST=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider --durations=30
 
+# The package's own tests (the unit tier, under 2 minutes); `make test` runs every tier.
 unit: install
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -m unit -p no:cacheprovider
 
 notebooks: install
 	CAPSEDU_FAST=1 $(PY) -m pytest notebooks --nbval-lax --nbval-current-env
@@ -53,15 +54,15 @@ sync: install
 # data: CAPSEDU_DATA with the official MNIST test split (../shared/data on the course machines).
 LESSONS ?=
 execute: install
-	$(PY) -m capsedu.course.execute $(if $(LESSONS),$(LESSONS),--stale)
+	$(PY) -m coursetools.execute $(if $(LESSONS),$(LESSONS),--stale)
 
 # Handouts for a class: every lesson with its exercise solutions stubbed and outputs cleared.
 student: install
-	$(PY) -m capsedu.course.handouts --out build/student
+	$(PY) -m coursetools.handouts --out build/student
 
 # An nbgrader course (one assignment per lesson) for instructors who grade with nbgrader.
 grading: install
-	$(PY) -m capsedu.course.grading --out build/nbgrader
+	$(PY) -m coursetools.grading --out build/nbgrader
 
 # nbgrader's generate_assignment and autograde on every lesson (make test grades two): the
 # released handout must score 0, a half-solved one in between, a solved one full marks.

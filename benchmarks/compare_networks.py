@@ -1,7 +1,7 @@
 r"""Lesson 12's closing table: every routing method on the same bench.
 
-    CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/compare_networks.py
-    .venv/bin/python benchmarks/compare_networks.py --images 500 --out /tmp/c.json --no-readme
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.compare_networks
+    .venv/bin/python -m benchmarks.compare_networks --images 500 --out /tmp/c.json --no-readme
 
 For the shipped dynamic-routing CapsNet, the EM-routing network, Efficient-CapsNet and the CNN
 baseline, all in this one run: parameters (all, and without the reconstruction decoder, which
@@ -32,7 +32,7 @@ import torch
 import capsedu
 from capsedu.data.transforms import affnist_like, transform_images
 from capsedu.nets.registry import build_network
-from capsedu.training.runtime import reuse_large_allocations
+from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.shipped import STUDIES_DIR
 
@@ -88,8 +88,8 @@ def memory_child(name: str) -> None:
 
 def peak_training_mib(name: str) -> float:
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
-    out = subprocess.run([sys.executable, __file__, "--memory-child", name], env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", __spec__.name, "--memory-child", name], env=env,
+                         capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
     return float(out.stdout.strip().splitlines()[-1])
 
 

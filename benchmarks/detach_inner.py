@@ -1,7 +1,7 @@
 r"""Does detaching the inner routing iterations matter for training? The shipped recipe, both ways.
 
-    CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/detach_inner.py --seeds 0 1 2
-    .venv/bin/python benchmarks/detach_inner.py --seeds 0 --epochs 5 --out /tmp/study.json
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.detach_inner --seeds 0 1 2
+    .venv/bin/python -m benchmarks.detach_inner --seeds 0 --epochs 5 --out /tmp/study.json
 
 ``detach_inner=True`` (capsedu's default, and most re-implementations') lets gradients reach the
 prediction vectors only through the last routing iteration; ``False`` (the paper's code)

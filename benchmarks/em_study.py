@@ -1,12 +1,12 @@
 r"""Short training runs of the EM-routing network (lesson 11): which change to its recipe helps?
 
-    CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/em_study.py --epochs 3 --variants \
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.em_study --epochs 3 --variants \
         '{"shipped": {}, "class lambda 0.01": {"class_inverse_temperature": 0.01}}'
 
 Trains the ``em`` recipe (:data:`capsedu.zoo.recipes.RECIPES`) once per variant - a name and the
 network-config fields it changes, as JSON - for ``--epochs`` epochs (the spread loss's margin
 ramped over the first half of them, at least one) on the 4,000 offline training digits, after
-:func:`capsedu.training.runtime.reuse_large_allocations` as the train command does, and tests
+:func:`capsedu.training.hardware.reuse_large_allocations` as the train command does, and tests
 each on ``--test-images`` images of the official test split (the offline test part when it is
 missing; the output says which). It prints, per variant, the training accuracy and loss of every
 epoch, the test accuracy and the seconds the run took, then the load average before and after.
@@ -24,8 +24,8 @@ import time
 import torch
 
 from capsedu.data.mnist import load_mnist, load_offline
+from capsedu.training.hardware import reuse_large_allocations
 from capsedu.training.loop import evaluate
-from capsedu.training.runtime import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.train import train_recipe
 

@@ -1,7 +1,7 @@
 r"""Training throughput of the CPU profile through ``capsedu.fit``: this checkout against an old commit.
 
-    .venv/bin/python benchmarks/fit_speed.py                          # against 7f4c842, b32 and b128
-    .venv/bin/python benchmarks/fit_speed.py --baseline-ref HEAD~3 --rounds 5
+    .venv/bin/python -m benchmarks.fit_speed                          # against 7f4c842, b32 and b128
+    .venv/bin/python -m benchmarks.fit_speed --baseline-ref HEAD~3 --rounds 5
 
 The old commit is checked out into a temporary ``git worktree`` and imported from there in a
 subprocess (``PYTHONPATH`` puts it before the editable install); this checkout runs in a
@@ -35,9 +35,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.measure import cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-from speed import cpu_model  # noqa: E402
 
 CHILD = r"""
 import json, sys, tempfile, torch

@@ -1,11 +1,11 @@
 r"""What one learner costs on a JupyterHub: each lesson's kernel memory and CPU time, the install size.
 
-    CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/hub_sizing.py          # every lesson
-    .venv/bin/python benchmarks/hub_sizing.py 03 07                                # some lessons
-    .venv/bin/python benchmarks/hub_sizing.py --recorded     # what `make execute` recorded last
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.hub_sizing          # every lesson
+    .venv/bin/python -m benchmarks.hub_sizing 03 07                                # some lessons
+    .venv/bin/python -m benchmarks.hub_sizing --recorded     # what `make execute` recorded last
 
 Each lesson runs top to bottom in a fresh kernel in the learner profile
-(:func:`capsedu.course.execute.execute`, into a temporary folder: the committed lessons are not
+(:func:`coursetools.execute.execute`, into a temporary folder: the committed lessons are not
 touched); the kernel reports its peak resident memory and its CPU time (all threads). The script
 then measures the environment in ``.venv``: in all, and the part that only CUDA needs (the
 ``nvidia`` libraries, ``triton`` and torch's CUDA libraries), which a CPU-only install from
@@ -50,7 +50,7 @@ def recorded(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    from capsedu.course.execute import execute, lessons
+    from coursetools.execute import execute, lessons
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("lessons", nargs="*", help="lesson numbers or names (default: all)")

@@ -1,8 +1,8 @@
 r"""Short MultiMNIST training runs (lesson 09): which change to the shipped recipe is worth its time?
 
-    CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/multimnist_study.py --epochs 4 \
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.multimnist_study --epochs 4 \
         --batch-size 64 --lr 3e-3
-    CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/multimnist_study.py --epochs 4 \
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.multimnist_study --epochs 4 \
         --batch-size 64 --lr 3e-3 --config '{"primary_types": 16}'
 
 Trains the ``multimnist`` recipe (:data:`capsedu.zoo.recipes.RECIPES`; ``--name multimnist_cnn``
@@ -27,8 +27,8 @@ import torch
 
 from capsedu.data.mnist import load_mnist, load_offline
 from capsedu.data.multimnist import MultiMNIST
-from capsedu.nets.multi_digit import pair_accuracy
 from capsedu.nets.registry import build_network
+from capsedu.training.prediction import pair_accuracy
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.train import train_recipe
 

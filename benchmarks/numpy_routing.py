@@ -15,7 +15,7 @@ NumPy within 3x of torch. Medians are printed with the load average before and a
 
 Usage (from the repository root)::
 
-    python benchmarks/numpy_routing.py [--reps 15] [--batch 64] [--threads 2]
+    python -m benchmarks.numpy_routing [--reps 15] [--batch 64] [--threads 2]
 
 Shape legend: B = 64 batch, I = 1152 primary capsules (K = 8), J = 10 digit capsules (D = 16).
 """
@@ -25,31 +25,27 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from speed import interleaved  # noqa: E402 - the same interleaved timing as benchmarks/speed.py
-
+from benchmarks.measure import interleaved  # the same interleaved timing as benchmarks/speed.py
 from capsedu.nets import numpy_caps as nc  # noqa: E402
 from capsedu.nets.routing import DigitCaps, dynamic_routing  # noqa: E402
 
 
 def numpy_tasks(W: np.ndarray, u: np.ndarray, g: np.ndarray, detach: bool) -> dict[str, Callable]:
-    u_hat = nc.predict(W, u)[0]  # (B, I, J, D)
+    u_hat = nc.prediction_vectors(W, u)[0]  # (B, I, J, D)
 
     def routing() -> np.ndarray:
         _, _, cache = nc.dynamic_routing(u_hat, 3, detach)
         return nc.dynamic_routing_backward(g, cache)  # (B, I, J, D)
 
     def layer() -> tuple[np.ndarray, np.ndarray]:
-        votes, predicted = nc.predict(W, u)
+        votes, predicted = nc.prediction_vectors(W, u)
         _, _, cache = nc.dynamic_routing(votes, 3, detach)
-        return nc.predict_backward(nc.dynamic_routing_backward(g, cache), predicted)
+        return nc.prediction_vectors_backward(nc.dynamic_routing_backward(g, cache), predicted)
 
     return {"routing": routing, "layer": layer}
 
@@ -60,7 +56,7 @@ def torch_tasks(W: np.ndarray, u: np.ndarray, g: np.ndarray, detach: bool) -> di
     digits = DigitCaps(num_in, dim_in, num_out, dim_out, detach_inner=detach)
     with torch.no_grad():
         digits.W.copy_(torch.from_numpy(W))
-    u_hat = digits.predict(u_t).detach().requires_grad_(True)  # (B, I, J, D)
+    u_hat = digits.prediction_vectors(u_t).detach().requires_grad_(True)  # (B, I, J, D)
 
     def routing() -> torch.Tensor:
         v, _ = dynamic_routing(u_hat, 3, detach_inner=detach)

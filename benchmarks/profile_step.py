@@ -1,7 +1,7 @@
 r"""Where one training step of the paper CapsNet spends its time, measured with ``torch.profiler``.
 
-    .venv/bin/python benchmarks/profile_step.py                      # capsedu, batch 64
-    .venv/bin/python benchmarks/profile_step.py --impl einsum --batch 128
+    .venv/bin/python -m benchmarks.profile_step                      # capsedu, batch 64
+    .venv/bin/python -m benchmarks.profile_step --impl einsum --batch 128
 
 The step is cut into stages (each stage's input is detached and re-attached, and backward runs
 stage by stage in reverse) so that every forward and backward operation falls inside one
@@ -17,18 +17,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_impls import REFERENCE_HEADS, ReferenceCapsNet, tutorial_squash  # noqa: E402
-from speed import CAPSEDU, build_models, make_batch  # noqa: E402
-
+from benchmarks.reference_impls import REFERENCE_HEADS, ReferenceCapsNet, tutorial_squash
+from benchmarks.speed import CAPSEDU, build_models, make_batch
 from capsedu import CapsNet, margin_loss, reconstruction_loss  # noqa: E402
 from capsedu.training.loop import default_optimizer  # noqa: E402
 

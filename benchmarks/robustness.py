@@ -1,8 +1,8 @@
 r"""Lesson 08's table: the shipped CapsNet and CNN on rotated, scaled, sheared, shifted and
 affNIST-like versions of the test split.
 
-    CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/robustness.py           # full test split
-    .venv/bin/python benchmarks/robustness.py --images 1000 --out /tmp/robustness.json
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.robustness           # full test split
+    .venv/bin/python -m benchmarks.robustness --images 1000 --out /tmp/robustness.json
 
 Every transformation is :mod:`capsedu.data.transforms`' (a 40x40 canvas, torchvision's affine, the
 central 28x28 crop); every image of the test split is used unless ``--images`` takes a seeded,

@@ -3,9 +3,9 @@ r"""capsedu against three tutorial-style CapsNets: training, inference, routing 
 Run from the repository root (2 threads, the paper's network, about 10 minutes on a 2-core
 machine)::
 
-    .venv/bin/python benchmarks/speed.py                 # everything, prints a table and ratios
-    .venv/bin/python benchmarks/speed.py --reps 3 --batch-sizes 64
-    .venv/bin/python benchmarks/speed.py --device cuda   # the same on a GPU, where there is one
+    .venv/bin/python -m benchmarks.speed                 # everything, prints a table and ratios
+    .venv/bin/python -m benchmarks.speed --reps 3 --batch-sizes 64
+    .venv/bin/python -m benchmarks.speed --device cuda   # the same on a GPU, where there is one
 
 Every implementation holds the same weights. Before anything is timed the script asserts with
 ``torch.testing.assert_close`` that all of them give the same capsules, lengths, reconstructions,
@@ -26,21 +26,19 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_impls import REFERENCE_HEADS, ReferenceCapsNet  # noqa: E402
-
-from capsedu import CapsNet, CapsNetConfig, margin_loss, reconstruction_loss  # noqa: E402
-from capsedu.nets.routing import dynamic_routing  # noqa: E402
+from benchmarks.measure import CPU, cpu_model, interleaved, status_kib
+from benchmarks.reference_impls import REFERENCE_HEADS, ReferenceCapsNet
+from capsedu import CapsNet, CapsNetConfig, capsnet_loss, margin_loss, reconstruction_loss
+from capsedu.nets.losses import RECON_WEIGHT
+from capsedu.nets.routing import dynamic_routing
 
 CAPSEDU = "capsedu"
-CPU = torch.device("cpu")
 
 
 def build_models(seed: int = 0, only: str | None = None) -> dict[str, nn.Module]:
@@ -64,22 +62,8 @@ def make_batch(batch: int, seed: int = 1,
     return images.to(device), labels.to(device)
 
 
-def cpu_model() -> str:
-    r"""The processor's model name, as /proc/cpuinfo gives it."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown processor"
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def loss_of(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    out = model(images, labels)
-    return margin_loss(out.lengths, labels) + 0.0005 * reconstruction_loss(out.reconstruction, images)
+    return capsnet_loss(model, images, labels)[0]
 
 
 def _canonical_grads(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -100,7 +84,7 @@ def assert_all_equal(models: dict[str, nn.Module], batch: int = 8,
         model.zero_grad(set_to_none=True)
         kwargs = {"return_couplings": True} if name == CAPSEDU else {}
         out = model(images, labels, **kwargs)
-        loss = margin_loss(out.lengths, labels) + 0.0005 * reconstruction_loss(out.reconstruction, images)
+        loss = margin_loss(out.lengths, labels) + RECON_WEIGHT * reconstruction_loss(out.reconstruction, images)
         loss.backward()
         results[name] = (out, _canonical_grads(model))
         model.zero_grad(set_to_none=True)
@@ -113,24 +97,6 @@ def assert_all_equal(models: dict[str, nn.Module], batch: int = 8,
         for key, grad in grads.items():
             torch.testing.assert_close(grad, expected_grads[key], rtol=1e-4, atol=1e-6,
                                        msg=lambda m, n=name, k=key: f"{n} grad {k}: {m}")
-
-
-def interleaved(tasks: dict[str, Callable[[], object]], reps: int,
-                device: torch.device = CPU) -> dict[str, list[float]]:
-    r"""Seconds per call of each task; one warm-up call each, then ``reps`` rotating rounds."""
-    names = list(tasks)
-    for name in names:
-        tasks[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(reps):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            synchronize(device)
-            start = time.perf_counter()
-            tasks[name]()
-            synchronize(device)
-            times[name].append(time.perf_counter() - start)
-    return times
 
 
 def train_tasks(models: dict[str, nn.Module], batch: int,
@@ -162,7 +128,7 @@ def routing_tasks(models: dict[str, nn.Module], batch: int, backward: bool,
                   device: torch.device = CPU) -> dict[str, Callable[[], object]]:
     r"""The digit-capsule layer as a whole, u -> (v, c): u_hat = W u and Procedure 1.
 
-    capsedu's readable ``dynamic_routing`` on ``predict``'s u_hat is timed too, for reference.
+    capsedu's readable ``dynamic_routing`` on ``prediction_vectors``'s u_hat is timed too, for reference.
     With ``backward``, gradients flow to u and to W.
     """
     generator = torch.Generator().manual_seed(3)
@@ -170,7 +136,7 @@ def routing_tasks(models: dict[str, nn.Module], batch: int, backward: bool,
     grad_v = torch.randn(batch, 10, 16, generator=generator).to(device)  # (B, J, D_out)
     capsnet = models[CAPSEDU]
     routers: dict[str, Callable] = {name: model.digits for name, model in models.items()}
-    routers["capsedu readable"] = lambda x: dynamic_routing(capsnet.digits.predict(x), 3)
+    routers["capsedu readable"] = lambda x: dynamic_routing(capsnet.digits.prediction_vectors(x), 3)
 
     def run(route: Callable) -> None:
         if not backward:
@@ -187,16 +153,10 @@ def peak_memory_mb(name: str, batch: int, device: torch.device) -> float:
     r"""Peak memory growth (MiB) during one training step, measured in a fresh process: the
     resident set size on a CPU, the CUDA caching allocator's peak on a GPU."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
-    cmd = [sys.executable, __file__, "--memory-child", name, str(batch), str(device)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    cmd = [sys.executable, "-m", __spec__.name, "--memory-child", name, str(batch), str(device)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
     return float(out.stdout.strip().splitlines()[-1])
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
 
 
 def memory_child(name: str, batch: int, device: torch.device) -> None:
@@ -213,9 +173,9 @@ def memory_child(name: str, batch: int, device: torch.device) -> None:
         print((torch.cuda.max_memory_allocated(device) - base) / 2 ** 20)
         return
     Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
-    base = _status_kib("VmRSS")
+    base = status_kib("VmRSS")
     step()
-    print((_status_kib("VmHWM") - base) / 1024)
+    print((status_kib("VmHWM") - base) / 1024)
 
 
 def _median_ms(times: list[float]) -> float:

@@ -10,8 +10,8 @@ before and after each run is printed beside it.
 
 Usage (from the repository root, with the official MNIST test split under ``$CAPSEDU_DATA``)::
 
-    CAPSEDU_DATA=/path/to/data .venv/bin/python benchmarks/time_to_accuracy.py --seeds 0 1 2
-    .venv/bin/python benchmarks/time_to_accuracy.py --name capsnet --epochs 20 --seeds 0
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.time_to_accuracy --seeds 0 1 2
+    .venv/bin/python -m benchmarks.time_to_accuracy --name capsnet --epochs 20 --seeds 0
 
 Each run writes its checkpoint and metrics JSON into a temporary folder (``--out-dir`` to keep them).
 """

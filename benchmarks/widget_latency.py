@@ -13,7 +13,7 @@ next to every figure, and so is the process CPU time per update.
 
 Usage (from the repository root)::
 
-    python benchmarks/widget_latency.py [--checkpoint PATH] [--repeats 60]
+    python -m benchmarks.widget_latency [--checkpoint PATH] [--repeats 60]
 
 Without ``--checkpoint`` it uses ``capsedu.pretrained()`` when the shipped weights exist, else an
 untrained CPU-configuration network (the latency does not depend on the weights' values).

@@ -2,12 +2,19 @@ r"""Input checks shared by every public function.
 
 Each helper raises ``TypeError`` or ``ValueError`` whose message names the argument and what
 was expected, so a learner sees ``u_hat must be a 4-D tensor (B, I, J, D), got shape (2, 3)``
-instead of a broadcasting error from deep inside PyTorch.
+instead of a broadcasting error from deep inside PyTorch. The checks of plain numbers live in
+:mod:`capsedu._numbers` (no torch, so that the NumPy-only modules use them too); they are
+importable from here as well.
 """
 
 from __future__ import annotations
 
 import torch
+
+from capsedu._numbers import require_int, require_number
+
+__all__ = ["require_capsule_vectors", "require_finite", "require_images", "require_int", "require_labels",
+           "require_nonempty_batch", "require_number", "require_tensor"]
 
 
 def require_tensor(name: str, x: object, *, ndim: int | None = None, shape: str = "",
@@ -57,22 +64,6 @@ def require_images(name: str, x: object, *, channels: int, size: int) -> torch.T
         raise ValueError(f"{name} must have shape {expected}, got {tuple(x.shape)}")
     require_finite(name, x)
     return x
-
-
-def require_int(name: str, value: object, *, minimum: int) -> int:
-    r"""Check that ``value`` is an integer (not a bool) of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def require_number(name: str, value: object, *, low: float, high: float) -> float:
-    r"""Check that ``value`` is a real number (not a bool) in [``low``, ``high``]; return it as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
-    return float(value)
 
 
 def require_labels(name: str, labels: object, *, batch: int, num_classes: int) -> torch.Tensor:

@@ -28,6 +28,18 @@ def lesson_numbers_follow_the_plan(numbers: list[int]) -> str:
 # Unit tests use tiny tensors: one intra-op thread is faster and never oversubscribes a busy CPU.
 torch.set_num_threads(1)
 
+TIERS = ("unit", "lessons", "browser", "artefacts")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    r"""Every test gets one tier: nbval's notebook cells are ``lessons``, a test file's
+    ``pytestmark`` names its tier, and everything else is ``unit``."""
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.lessons)
+        elif not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker(pytest.mark.unit)
+
 
 @pytest.fixture
 def rng() -> torch.Generator:

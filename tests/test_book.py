@@ -23,6 +23,8 @@ import pytest
 import yaml
 from conftest import lesson_numbers_follow_the_plan
 
+pytestmark = pytest.mark.browser
+
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO / "book"
 HTML = BOOK / "_build" / "html"

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from capsedu import CapsNet, CapsNetConfig, CheckpointError, load_checkpoint, save_checkpoint
+from capsedu.training.objectives import MarginObjective, SpreadObjective
 
 SMALL = CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4, digit_dim=8,
                       decoder_hidden=(16, 32))
@@ -82,3 +83,55 @@ def test_weights_that_do_not_fit(tmp_path):
     torch.save(payload, path)
     with pytest.raises(CheckpointError, match="weights do not fit the stored config"):
         load_checkpoint(path)
+
+
+def test_the_objective_is_saved_and_loaded_with_the_network(tmp_path):
+    path = save_checkpoint(tmp_path / "m.pt", CapsNet(SMALL), objective=MarginObjective(recon_weight=0.001))
+    assert load_checkpoint(path)[1]["objective"] == MarginObjective(recon_weight=0.001)
+    default = save_checkpoint(tmp_path / "d.pt", CapsNet(SMALL))
+    assert load_checkpoint(default)[1]["objective"] == MarginObjective()  # its kind's default
+    with pytest.raises(TypeError, match="objective must be a capsedu Objective"):
+        save_checkpoint(tmp_path / "x.pt", CapsNet(SMALL), objective=lambda *a: None)
+
+
+def _as_version_2(path, kind_fields: dict, state_changes=None) -> None:
+    r"""Rewrite a checkpoint as version 2 wrote it: no objective, ``kind_fields`` in the config."""
+    payload = torch.load(path, weights_only=True)
+    state = {**payload["state_dict"], **(state_changes or {})}
+    payload = {key: value for key, value in payload.items() if key != "objective"}
+    torch.save({**payload, "version": 2, "config": {**payload["config"], **kind_fields},
+                "state_dict": state}, path)
+
+
+def test_a_version_2_capsnet_brings_its_reconstruction_weight_into_the_objective(tmp_path):
+    model = CapsNet(SMALL).eval()
+    path = save_checkpoint(tmp_path / "m.pt", model)
+    _as_version_2(path, {"recon_weight": 0.002})
+    loaded, info = load_checkpoint(path, expected_config=SMALL)
+    assert info["objective"] == MarginObjective(recon_weight=0.002)
+    x = torch.rand(2, 1, 28, 28)
+    torch.testing.assert_close(loaded(x).capsules, model(x).capsules)
+
+
+def test_a_version_2_efficient_capsnet_gets_its_weights_in_todays_layout(tmp_path):
+    from capsedu.nets.efficient_capsnet import EfficientCapsNet
+
+    torch.manual_seed(0)
+    model = EfficientCapsNet().eval()
+    path = save_checkpoint(tmp_path / "e.pt", model)
+    old_layout = model.digits.W.detach().transpose(-1, -2).contiguous()  # (I, J, D_in, D), as 0.2 stored it
+    _as_version_2(path, {"recon_weight": 0.0005}, {"digits.W": old_layout})
+    loaded, info = load_checkpoint(path)
+    torch.testing.assert_close(loaded.digits.W, model.digits.W)
+    x = torch.rand(2, 1, 28, 28)
+    torch.testing.assert_close(loaded.class_scores(x), model.class_scores(x))
+    assert info["objective"] == MarginObjective()
+
+
+def test_a_version_2_em_network_reads_its_margin_schedule_from_its_recipe(tmp_path):
+    from capsedu.nets.matrix_capsnet import MatrixCapsConfig, MatrixCapsNet
+
+    small = MatrixCapsConfig(conv1_channels=4, primary_types=2, conv_caps1_types=2, conv_caps2_types=2)
+    path = save_checkpoint(tmp_path / "em.pt", MatrixCapsNet(small), metadata={"recipe": {"margin_ramp_epochs": 16}})
+    _as_version_2(path, {})
+    assert load_checkpoint(path)[1]["objective"] == SpreadObjective(ramp_epochs=16)

@@ -11,9 +11,9 @@ from capsedu.course.checks.routing import check_predictions, check_routing, chec
 
 def make_routing(softmax_dim=2, do_squash=True, update="add", extra=0, c_after_update=False):
     """Procedure 1 with one optional bug, returning (v, c)."""
-    def routing(u_hat, num_iterations):
+    def routing(u_hat, routing_iterations):
         b = torch.zeros(u_hat.shape[:3])
-        for _ in range(num_iterations + extra):
+        for _ in range(routing_iterations + extra):
             c = torch.softmax(b, dim=softmax_dim)
             s = (c.unsqueeze(-1) * u_hat).sum(dim=1)
             v = squash(s) if do_squash else s
@@ -26,11 +26,11 @@ def make_routing(softmax_dim=2, do_squash=True, update="add", extra=0, c_after_u
 
 
 def make_history(softmax_dim=2, update="add", shift=False, alias=False):
-    def history(u_hat, num_iterations):
+    def history(u_hat, routing_iterations):
         b = torch.zeros(u_hat.shape[:3])
         c = torch.softmax(b, dim=softmax_dim)
         out = []
-        for _ in range(num_iterations):
+        for _ in range(routing_iterations):
             c_new = torch.softmax(b, dim=softmax_dim)
             if alias:
                 c.copy_(c_new)

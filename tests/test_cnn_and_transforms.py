@@ -1,5 +1,7 @@
 """The baseline CNN (lesson 08), the transformed test sets and the training warps."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -7,6 +9,7 @@ import capsedu
 from capsedu.data.augment import random_warp, warp
 from capsedu.data.transforms import affnist_like, transform_images, transformed_set
 from capsedu.nets.cnn import BaselineCNN, CNNConfig
+from capsedu.training.objectives import CrossEntropyObjective, MultiLabelObjective
 
 
 def count(model):
@@ -26,13 +29,13 @@ def test_cnn_shapes_losses_and_features(size):
     x = torch.rand(3, 1, size, size)
     assert model(x).shape == (3, 10) and model.features(x).shape == (3, 96)
     assert torch.allclose(model.probabilities(x).sum(dim=1), torch.ones(3))
-    loss, correct = model.loss(x, torch.tensor([1, 2, 3]))
+    loss, correct = CrossEntropyObjective()(model, x, torch.tensor([1, 2, 3]))
     assert loss.dim() == 0 and 0 <= int(correct) <= 3
     multi = BaselineCNN(CNNConfig.cpu(size, multi_label=True)).eval()
     targets = torch.zeros(3, 10)
     targets[:, [2, 5]] = 1.0
     logits = multi(x)
-    loss, correct = multi.loss(x, targets)
+    loss, correct = MultiLabelObjective()(multi, x, SimpleNamespace(multi_hot=targets))
     top2 = set(logits[0].topk(2).indices.tolist())
     assert int(correct) == sum(set(row.topk(2).indices.tolist()) == {2, 5} for row in logits)
     assert loss.dim() == 0 and top2 <= set(range(10))

@@ -1,17 +1,16 @@
 """Lesson 12's comparison table: written by benchmarks/compare_networks.py from the shipped
 networks as they are now, and the README shows exactly what the script wrote."""
 
-import sys
-from pathlib import Path
+import pytest
 
+from benchmarks.compare_networks import MARKERS, NETWORKS, README, markdown
 from capsedu import pretrained_metrics
 from capsedu.zoo.shipped import study
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from compare_networks import MARKERS, NETWORKS, README, markdown  # noqa: E402
+pytestmark = pytest.mark.artefacts
 
 
-def test_the_study_covers_every_single_digit_network_as_shipped_now():
+def test_stored_comparison_study_covers_every_single_digit_network_as_shipped_now():
     rows = study("comparison")["rows"]
     assert list(rows) == list(NETWORKS)
     for name, row in rows.items():
@@ -22,7 +21,7 @@ def test_the_study_covers_every_single_digit_network_as_shipped_now():
         assert 0 < row["rotated_45"] < row["clean"] and 0 < row["affnist_like"] <= 1
 
 
-def test_the_readme_table_is_the_scripts_output():
+def test_stored_readme_table_is_the_stored_studys_output():
     text = README.read_text()
     start, end = text.index(MARKERS[0]) + len(MARKERS[0]), text.index(MARKERS[1])
     assert text[start:end].strip() == markdown(study("comparison")).strip()

@@ -11,6 +11,7 @@ from capsedu.data.multimnist import PairTargets
 from capsedu.nets.efficient_capsnet import EfficientCapsConfig, EfficientCapsNet, SelfAttentionCaps
 from capsedu.nets.registry import build_network
 from capsedu.nets.self_attention import efficient_squash, self_attention_routing
+from capsedu.training.objectives import MarginObjective
 
 
 def literal_routing(u_hat, b):
@@ -144,13 +145,13 @@ def test_network_trains_and_round_trips_through_a_checkpoint(tmp_path):
     torch.manual_seed(0)
     model = build_network("efficient", EfficientCapsConfig().to_dict())
     images, labels = torch.rand(8, 1, 28, 28), torch.arange(8)
-    optimiser = torch.optim.Adam(model.parameters(), lr=1e-3)
-    first = model.loss(images, labels).value
+    optimiser, objective = torch.optim.Adam(model.parameters(), lr=1e-3), MarginObjective()
+    first = objective(model, images, labels).value
     for _ in range(5):
         optimiser.zero_grad()
-        model.loss(images, labels).value.backward()
+        objective(model, images, labels).value.backward()
         optimiser.step()
-    assert model.loss(images, labels).value < first
+    assert objective(model, images, labels).value < first
     model.eval()
     save_checkpoint(tmp_path / "e.pt", model)
     loaded, info = load_checkpoint(tmp_path / "e.pt")
@@ -166,9 +167,9 @@ def test_network_rejects_bad_input_and_configs():
         model(torch.full((2, 1, 28, 28), float("nan")))
     with pytest.raises(ValueError, match="x"):
         model(torch.rand(0, 1, 28, 28))
-    with pytest.raises(ValueError, match="PairTargets"):
-        model.loss(torch.rand(2, 1, 28, 28), PairTargets(torch.zeros(2, 10), torch.zeros(2, 2, dtype=torch.long),
-                                                           torch.zeros(2, 2, 1, 28, 28)))  # noqa: E501
+    with pytest.raises(TypeError, match="labels must be a torch.Tensor"):
+        MarginObjective()(model, torch.rand(2, 1, 28, 28), PairTargets(
+            torch.zeros(2, 10), torch.zeros(2, 2, dtype=torch.long), torch.zeros(2, 2, 1, 28, 28)))
     with pytest.raises(ValueError, match="primary_caps"):
         EfficientCapsNet(EfficientCapsConfig(primary_caps=10))
     with pytest.raises(ValueError, match="one kernel and one stride"):

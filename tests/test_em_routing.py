@@ -118,14 +118,14 @@ def test_gradcheck_in_float64():
     (lambda p: {**p, "activations": p["activations"][:, :3]}, ValueError, r"activations must have shape \(B, I\)"),
     (lambda p: {**p, "beta_u": torch.zeros(5, dtype=torch.float64)}, ValueError, r"beta_u must have one value per output capsule"),
     (lambda p: {**p, "beta_a": torch.zeros(3, 1, dtype=torch.float64)}, ValueError, r"beta_a must be a 1-D tensor"),
-    (lambda p: {**p, "num_iterations": 0}, ValueError, "num_iterations"),
+    (lambda p: {**p, "routing_iterations": 0}, ValueError, "routing_iterations"),
     (lambda p: {**p, "inverse_temperature": [1.0, 2.0]}, ValueError, "inverse_temperature must be a float or 3 floats"),
     (lambda p: {**p, "votes": p["votes"].clone().fill_(float("nan"))}, ValueError, "votes"),
     (lambda p: {**p, "votes": p["votes"][:0], "activations": p["activations"][:0]}, ValueError, "empty batch"),
 ])
 def test_bad_input_is_named(change, error, match):
     V, a, beta_u, beta_a = problem()
-    arguments = change({"votes": V, "activations": a, "beta_u": beta_u, "beta_a": beta_a, "num_iterations": 3,
+    arguments = change({"votes": V, "activations": a, "beta_u": beta_u, "beta_a": beta_a, "routing_iterations": 3,
                         "inverse_temperature": 1.0})
     with pytest.raises(error, match=match):
         em_routing(**arguments)

@@ -39,9 +39,10 @@ def test_perturb_adds_offsets_to_one_capsule_only():
     assert changed == [[3, 4]]
 
 
-@pytest.mark.parametrize("label", [-1, 10, 2.0, True])
-def test_perturb_rejects_bad_label(label):
-    with pytest.raises(ValueError, match="label"):
+@pytest.mark.parametrize("label, error", [(-1, ValueError), (10, ValueError), (2.0, TypeError),
+                                          (True, TypeError)])
+def test_perturb_rejects_bad_label(label, error):
+    with pytest.raises(error, match="label must be"):
         perturb(torch.zeros(10, 16), label, torch.zeros(1, 16))
 
 
@@ -95,7 +96,7 @@ def test_routing_trace_rows_match_the_model_with_r_iterations(strong_model, imag
     assert trace.lengths.shape == (4, 10) and trace.shares.shape == (4, 10)
     for r in range(1, 5):
         with torch.no_grad():
-            out = model(image[None], num_iterations=r, return_couplings=True)
+            out = model(image[None], routing_iterations=r, return_couplings=True)
         assert torch.allclose(trace.lengths[r - 1], out.lengths[0], atol=1e-6)
         assert torch.allclose(trace.shares[r - 1], vote_shares(out.couplings[0], encoded.u), atol=1e-6)
     assert (trace.lengths[0] - trace.lengths[3]).abs().max() > 0.01  # routing really moved them

@@ -1,6 +1,6 @@
 """Every lesson's handout, executed with its stubs in place: each check answers with a hint.
 
-The handouts (``capsedu.course.handouts``) replace every exercise solution by a stub that raises
+The handouts (``coursetools.handouts``) replace every exercise solution by a stub that raises
 ``NotImplementedError``. Executed top to bottom in the fast profile (errors allowed, as a learner
 would run it before solving anything), every check cell after an exercise must print a ❌ hint
 and raise nothing; only cells that *use* an unfinished exercise's result may stop with an error.
@@ -17,7 +17,9 @@ from conftest import REPO
 from nbclient import NotebookClient
 
 from capsedu.course.checks._kit import STUB_HINT
-from capsedu.course.handouts import BEGIN, student_notebook
+from coursetools.handouts import BEGIN, student_notebook
+
+pytestmark = pytest.mark.lessons
 
 LESSONS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHECK_CALL = re.compile(r"\bcheck_\w+\(")

@@ -32,6 +32,8 @@ from collections.abc import Iterator
 import pytest
 from conftest import REPO
 
+pytestmark = pytest.mark.browser
+
 NOTEBOOKS = REPO / "notebooks"
 SCREENSHOTS = REPO / "build" / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

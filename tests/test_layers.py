@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from capsedu import CapsNet, CapsNetConfig, DigitCaps, PrimaryCaps, squash
+from capsedu.training.objectives import MarginObjective
 
 
 def test_primary_caps_paper_shapes(rng):
@@ -21,13 +22,13 @@ def test_primary_caps_layout_is_type_major(rng):
     torch.testing.assert_close(u[0, t * 9 + y * 3 + xx], expected)
 
 
-def test_digit_caps_shapes_init_and_predict(rng):
+def test_digit_caps_shapes_init_and_prediction_vectors(rng):
     torch.manual_seed(0)
     layer = DigitCaps(in_caps=1152, in_dim=8, out_caps=10, out_dim=16)
     assert layer.W.shape == (1152, 10, 16, 8)
     assert abs(layer.W.std().item() - 0.01) < 5e-4
     u = torch.randn(3, 1152, 8, generator=rng)
-    u_hat = layer.predict(u)
+    u_hat = layer.prediction_vectors(u)
     assert u_hat.shape == (3, 1152, 10, 16)
     torch.testing.assert_close(u_hat[1, 7, 3], layer.W[7, 3] @ u[1, 7])
     v, c = layer(u)
@@ -35,9 +36,9 @@ def test_digit_caps_shapes_init_and_predict(rng):
 
 
 def test_digit_caps_iteration_override(rng):
-    layer = DigitCaps(6, 4, 3, 5, num_iterations=3)
+    layer = DigitCaps(6, 4, 3, 5, routing_iterations=3)
     u = torch.randn(2, 6, 4, generator=rng)
-    _, c1 = layer(u, num_iterations=1)
+    _, c1 = layer(u, routing_iterations=1)
     torch.testing.assert_close(c1, torch.full_like(c1, 1 / 3))
 
 
@@ -63,8 +64,8 @@ def test_a_training_step_scans_its_input_for_nan_once(monkeypatch):
     scans = []
     original = torch.isfinite
     monkeypatch.setattr(torch, "isfinite", lambda x: scans.append(tuple(x.shape)) or original(x))
-    model.loss(images, labels).value.backward()
+    MarginObjective()(model, images, labels).value.backward()
     assert scans == [(3, 1, 28, 28)]
     images[0, 0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="x contains 1 NaN"):
-        model.loss(images, labels)
+        MarginObjective()(model, images, labels)

@@ -2,11 +2,11 @@
 benchmark implementation, the recipe's margin ramp and the allocator setting."""
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from benchmarks.em_speed import port_style_em
 from capsedu.course.checks._kit import STUB_HINT
 from capsedu.course.checks.em import (
     check_e_step,
@@ -18,10 +18,7 @@ from capsedu.course.checks.em import (
 from capsedu.explore.em import digit_votes, em_explorer, em_figure, em_trace, toy_votes
 from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsConfig, MatrixCapsNet
-from capsedu.training.runtime import reuse_large_allocations
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from em_speed import port_style_em  # noqa: E402
+from capsedu.training.hardware import reuse_large_allocations
 
 
 def stub(*args):
@@ -160,8 +157,8 @@ def test_port_style_benchmark_computes_the_same(iterations):
 def test_reuse_large_allocations_sets_glibc_and_names_bad_limits():
     if sys.platform.startswith("linux"):
         assert reuse_large_allocations() is True
-    for bad in (0, 2 ** 31, 1.5, True):
-        with pytest.raises(ValueError, match="limit_bytes must be an int"):
+    for bad, error in ((0, ValueError), (2 ** 31, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="limit_bytes must be"):
             reuse_large_allocations(bad)
 
 
@@ -172,11 +169,13 @@ def test_the_em_recipe_ramps_the_margin(monkeypatch):
     from capsedu.zoo.recipes import RECIPES
     from capsedu.zoo.train import train_recipe
 
-    seen = []
-    recipe = dataclasses.replace(RECIPES["em"], epochs=3, margin_ramp_epochs=2, config={
-        **RECIPES["em"].config, "conv1_channels": 8, "primary_types": 2, "conv_caps1_types": 2,
-        "conv_caps2_types": 2})
-    model, history = train_recipe(recipe, load_offline("train").subset(16), progress=False,
-                                  on_epoch_end=lambda epoch, h: seen.append(epoch))
-    assert seen == [1, 2, 3] and model.margin == pytest.approx(0.9)
-    assert len(history["epoch"]) == 3
+    margins = []
+    monkeypatch.setattr("capsedu.training.objectives.spread_loss",
+                        lambda a, labels, margin: margins.append(margin) or (a * 0).sum())
+    recipe = dataclasses.replace(RECIPES["em"], epochs=3, objective={**RECIPES["em"].objective, "ramp_epochs": 2},
+                                 batch_size=16, config={**RECIPES["em"].config, "conv1_channels": 8,
+                                                        "primary_types": 2, "conv_caps1_types": 2,
+                                                        "conv_caps2_types": 2})
+    _, history = train_recipe(recipe, load_offline("train").subset(16), progress=False)
+    assert RECIPES["em"].objective == {"name": "spread", "margin": 0.9, "start_margin": 0.2, "ramp_epochs": 16}
+    assert margins == pytest.approx([0.2, 0.55, 0.9]) and len(history["epoch"]) == 3

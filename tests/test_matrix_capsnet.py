@@ -1,20 +1,19 @@
-"""The matrix-capsule network of lesson 11 (in preparation): shapes, sizes, the spread loss, the
-patches every convolutional capsule routes, gradients that reach every parameter, the network's
-loss and the margin schedule, and the errors bad input gets."""
+"""The matrix-capsule network of lesson 11: shapes, sizes, the spread loss, the patches every
+convolutional capsule routes, gradients that reach every parameter, the spread objective and its
+margin schedule, and the errors bad input gets."""
 
 import pytest
 import torch
 
 import capsedu
-from capsedu.nets import registry
+from capsedu.nets.losses import spread_loss
 from capsedu.nets.matrix_capsnet import (
     ClassMatrixCaps,
     ConvMatrixCaps,
     MatrixCapsConfig,
     MatrixCapsNet,
-    margin_schedule,
-    spread_loss,
 )
+from capsedu.training.objectives import SpreadObjective
 
 
 def test_the_default_network_has_the_ports_size_and_shapes():
@@ -37,7 +36,7 @@ def test_spread_loss_is_the_sum_over_wrong_classes():
 
 def test_each_output_position_routes_the_votes_of_its_own_patch():
     torch.manual_seed(1)
-    layer = ConvMatrixCaps(in_types=2, out_types=3, kernel=3, stride=2, iterations=1, inverse_temperature=1.0)
+    layer = ConvMatrixCaps(in_types=2, out_types=3, kernel=3, stride=2, routing_iterations=1, inverse_temperature=1.0)
     poses, activations = torch.randn(1, 2, 7, 7, 16), torch.rand(1, 2, 7, 7)
     mu, a_out = layer(poses, activations)
     assert mu.shape == (1, 3, 3, 3, 16) and a_out.shape == (1, 3, 3, 3)
@@ -62,7 +61,7 @@ def test_gradients_reach_every_parameter_and_stay_finite():
 
 
 def test_class_votes_carry_each_capsules_scaled_position():
-    layer = ClassMatrixCaps(in_types=1, num_classes=2, iterations=1, inverse_temperature=1.0)
+    layer = ClassMatrixCaps(in_types=1, num_classes=2, routing_iterations=1, inverse_temperature=1.0)
     poses = torch.randn(1, 1, 1, 16).expand(1, 1, 3, 3, 16)  # one pose repeated on a 3 x 3 grid
     votes = layer.votes(poses).view(3, 3, 2, 16)  # (H, W, J, 16)
     plain = votes - votes[0, 0]  # everything but the coordinates cancels
@@ -77,16 +76,14 @@ def _tiny_network() -> MatrixCapsNet:
                                           conv_caps2_types=3))
 
 
-def test_loss_is_the_spread_loss_at_the_models_margin_and_counts_right():
+def test_the_spread_objective_is_the_spread_loss_at_its_margin_and_counts_right():
     torch.manual_seed(3)
     model, images, labels = _tiny_network(), torch.rand(4, 1, 28, 28), torch.tensor([0, 3, 3, 9])
-    model.margin = 0.7
-    value, correct = model.loss(images, labels)
+    value, correct = SpreadObjective(margin=0.7)(model, images, labels)
     activations = model(images)[1]
     torch.testing.assert_close(value, spread_loss(activations, labels, 0.7))
     assert correct == (activations.argmax(dim=1) == labels).sum()
-    model.margin = 0.3
-    assert not torch.isclose(model.loss(images, labels).value, value)
+    assert not torch.isclose(SpreadObjective(margin=0.3, start_margin=0.2)(model, images, labels).value, value)
 
 
 def test_config_round_trips_through_plain_data():
@@ -94,36 +91,36 @@ def test_config_round_trips_through_plain_data():
     assert MatrixCapsConfig.from_dict(config.to_dict()) == config
 
 
-def test_margin_schedule_ramps_from_start_to_end_through_fit(monkeypatch):
-    # not yet one of the course's kinds (lesson 11 is in preparation): registered for this test only
-    monkeypatch.setitem(registry._EXTRA, MatrixCapsNet.kind, MatrixCapsNet)
-    model = _tiny_network()
-    model.margin = 0.5
-    callback = margin_schedule(model, ramp_epochs=4)
-    assert model.margin == 0.2  # set to the start at once
-    seen = []
+def test_the_margin_ramps_from_start_to_end_over_the_epochs_of_fit(monkeypatch):
+    objective = SpreadObjective(ramp_epochs=4)
+    assert [objective.margin_at(epoch) for epoch in range(1, 8)] == pytest.approx(
+        [0.2, 0.375, 0.55, 0.725, 0.9, 0.9, 0.9])
+    assert objective.margin_at(None) == 0.9  # evaluating a trained network: the final margin
+    margins = []
+    monkeypatch.setattr("capsedu.training.objectives.spread_loss",
+                        lambda a, labels, margin: margins.append(margin) or a.sum() * 0)
     data = [(torch.rand(2, 1, 28, 28), torch.tensor([1, 2]))]
-    capsedu.fit(model, data, epochs=6, lr=1e-3, progress=False,
-                on_epoch_end=lambda epoch, history: seen.append(callback(epoch, history) or model.margin))
-    assert seen == pytest.approx([0.375, 0.55, 0.725, 0.9, 0.9, 0.9])
+    capsedu.fit(_tiny_network(), data, epochs=6, lr=1e-3, progress=False, objective=objective)
+    assert margins == pytest.approx([0.2, 0.375, 0.55, 0.725, 0.9, 0.9])
 
 
-@pytest.mark.parametrize("activations, labels, margin, message", [
-    (torch.rand(0, 10), torch.zeros(0, dtype=torch.long), 0.5, "activations must be"),
-    (torch.rand(2, 10), torch.tensor([1, 10]), 0.5, "labels must be"),
-    (torch.rand(2, 10), torch.tensor([1.0, 2.0]), 0.5, "labels must be"),
-    (torch.rand(2, 10), torch.tensor([1, 2, 3]), 0.5, "labels must be"),
-    (torch.rand(2, 10), torch.tensor([1, 2]), 0.0, "margin must be"),
+@pytest.mark.parametrize("activations, labels, margin, error, message", [
+    (torch.rand(0, 10), torch.zeros(0, dtype=torch.long), 0.5, ValueError, "activations is an empty batch"),
+    (torch.rand(2, 10), torch.tensor([1, 10]), 0.5, ValueError, "labels must be in"),
+    (torch.rand(2, 10), torch.tensor([1.0, 2.0]), 0.5, TypeError, "labels must hold integer"),
+    (torch.rand(2, 10), torch.tensor([1, 2, 3]), 0.5, ValueError, "labels has 3 labels"),
+    (torch.rand(2, 10), torch.tensor([1, 2]), 0.0, ValueError, "margin must be"),
 ])
-def test_spread_loss_names_bad_input(activations, labels, margin, message):
-    with pytest.raises(ValueError, match=message):
+def test_spread_loss_names_bad_input(activations, labels, margin, error, message):
+    with pytest.raises(error, match=message):
         spread_loss(activations, labels, margin)
 
 
-@pytest.mark.parametrize("ramp, start, end", [(0, 0.2, 0.9), (True, 0.2, 0.9), (3, 0.9, 0.2), (3, 0.0, 0.9)])
-def test_margin_schedule_names_bad_arguments(ramp, start, end):
-    with pytest.raises(ValueError, match="ramp_epochs|start and end"):
-        margin_schedule(_tiny_network(), ramp, start, end)
+@pytest.mark.parametrize("ramp, start, end, error", [(-1, 0.2, 0.9, TypeError), (True, 0.2, 0.9, TypeError),
+                                                     (3, 0.9, 0.2, ValueError), (3, 0.0, 0.9, ValueError)])
+def test_the_spread_objective_names_bad_arguments(ramp, start, end, error):
+    with pytest.raises(error, match="ramp_epochs|start_margin and margin"):
+        SpreadObjective(margin=end, start_margin=start, ramp_epochs=ramp)
 
 
 def test_beta_a_in_logit_units_is_the_same_function():

@@ -9,7 +9,13 @@ import torch
 import capsedu
 from capsedu.data.mnist import MNISTData, translate
 from capsedu.data.multimnist import FreshPairs, MultiMNIST, PairTargets
-from capsedu.nets.multi_digit import pair_accuracy, pair_hits, two_digit_loss
+from capsedu.nets.multi_digit import label_hits, pair_hits
+from capsedu.training.objectives import (
+    CrossEntropyObjective,
+    MultiLabelObjective,
+    TwoDigitObjective,
+)
+from capsedu.training.prediction import pair_accuracy
 
 
 @pytest.fixture(scope="module")
@@ -109,10 +115,10 @@ def test_warped_pairs_keep_their_pairs_and_shifts_and_turn_each_digit(digits):
 @pytest.mark.parametrize("options, match", [
     ({"max_angle": 100}, "max_angle must be a number in \\[0.0, 90.0\\]"),
     ({"max_scale": 0.9}, "max_scale must be a number in \\[0.0, 0.5\\]"),
-    ({"max_shift": 5}, "max_shift must be an int in \\[0, 4\\]"),
-    ({"canvas": 27}, "canvas must be an int >= the digits' side \\(28\\)"),
+    ({"max_shift": 5}, "max_shift must be in \\[0, 4\\]"),
+    ({"canvas": 27}, "canvas must be >= 28"),
     ({"merge": "sum"}, "merge must be one of"),
-    ({"num_pairs": 0}, "num_pairs must be an int >= 1"),
+    ({"num_pairs": 0}, "num_pairs must be >= 1"),
 ])
 def test_bad_options_are_named(digits, options, match):
     arguments = {"num_pairs": 10, **options}
@@ -137,6 +143,8 @@ def test_pair_hits_counts_labels_among_the_top_two():
     scores = torch.tensor([[0.9, 0.8, 0.1, 0.0], [0.9, 0.1, 0.8, 0.0], [0.1, 0.2, 0.9, 0.8]])
     labels = torch.tensor([[1, 0], [0, 1], [0, 1]])
     assert pair_hits(scores, labels).tolist() == [2, 1, 0]
+    three = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 0]])  # an image with three labels: its top three
+    assert label_hits(scores[:2], three).tolist() == [2, 3]
 
 
 @pytest.fixture(scope="module")
@@ -145,9 +153,9 @@ def small_capsnet(pair_capsnet):
 
 
 def test_two_digit_loss_is_margin_plus_both_masked_reconstructions(digits, small_capsnet):
-    model = small_capsnet
+    model, two_digit_loss = small_capsnet, TwoDigitObjective()
     images, targets = MultiMNIST(digits, 8, seed=0).batch(torch.arange(8))
-    loss, correct = model.loss(images, targets)
+    loss, correct = two_digit_loss(model, images, targets)
     out = model(images)
     margin = capsedu.margin_loss(out.lengths, targets.multi_hot)
     recon = sum(capsedu.reconstruction_loss(model.decode(out.capsules, targets.labels[:, k]),
@@ -161,6 +169,7 @@ def test_two_digit_loss_is_margin_plus_both_masked_reconstructions(digits, small
         faint.decoder[-2].bias.fill_(-3.0)
     merged = PairTargets(targets.multi_hot, targets.labels, torch.stack([images, images], dim=1))
     assert two_digit_loss(faint, images, merged).value > two_digit_loss(faint, images, targets).value + 0.01
+    assert TwoDigitObjective(recon_weight=0.0)(model, images, targets).value < loss  # its weight counts
 
 
 def test_a_capsnet_and_a_cnn_learn_pairs_through_fit(digits, small_capsnet):
@@ -168,10 +177,10 @@ def test_a_capsnet_and_a_cnn_learn_pairs_through_fit(digits, small_capsnet):
     capsedu.set_seed(0)
     cnn = capsedu.BaselineCNN(capsedu.CNNConfig(image_size=36, channels=(16, 32), pool=(True, True),
                                                 hidden=(64,), multi_label=True))
-    for model in (small_capsnet, cnn):
+    for model, objective in ((small_capsnet, TwoDigitObjective()), (cnn, MultiLabelObjective())):
         before = pair_accuracy(model, test)
         history = capsedu.fit(model, FreshPairs(digits, 1_000, 32, seed=1), epochs=3, lr=3e-3,
-                              progress=False)
+                              objective=objective, progress=False)
         after = pair_accuracy(model, test)
         assert history["train_loss"][-1] < history["train_loss"][0]
         assert after["at_least_one"] > before["at_least_one"] + 0.2, (type(model).__name__, before, after)
@@ -182,15 +191,17 @@ def test_a_single_label_cnn_refuses_pairs(digits):
     cnn = capsedu.BaselineCNN(capsedu.CNNConfig(image_size=36, channels=(4,), pool=(True,),
                                                 hidden=(8,)))
     images, targets = MultiMNIST(digits, 4).batch(torch.arange(4))
-    with pytest.raises(ValueError, match="multi_label=True"):
-        cnn.loss(images, targets)
+    with pytest.raises(TypeError, match="MultiLabelObjective"):
+        CrossEntropyObjective()(cnn, images, targets)
+    with pytest.raises(TypeError, match="targets.multi_hot must be a torch.Tensor"):
+        MultiLabelObjective()(cnn, images, targets.labels[:, 0])
 
 
 def test_targets_that_are_not_multi_hot_are_named(digits, small_capsnet):
     images, targets = MultiMNIST(digits, 4).batch(torch.arange(4))
     doubled = PairTargets(targets.multi_hot * 2, targets.labels, targets.digits)
     with pytest.raises(ValueError, match="multi-hot targets must contain only 0 and 1"):
-        small_capsnet.loss(images, doubled)
+        TwoDigitObjective()(small_capsnet, images, doubled)
     narrow = PairTargets(targets.multi_hot[:, :9], targets.labels, targets.digits)
     with pytest.raises(ValueError, match="targets must be"):
-        small_capsnet.loss(images, narrow)
+        TwoDigitObjective()(small_capsnet, images, narrow)

@@ -1,6 +1,6 @@
 """nbgrader grades the lessons: the released handout scores 0, a solved one full marks.
 
-``python -m capsedu.course.grading`` builds the course folder; nbgrader's own
+``python -m coursetools.grading`` builds the course folder; nbgrader's own
 ``generate_assignment`` releases each lesson, and ``autograde`` grades three submissions of it:
 the released notebook untouched (every exercise still a stub), every exercise solved (the
 lesson's own solutions pasted in), and the first half solved. CI grades two lessons (about a
@@ -19,7 +19,9 @@ import nbformat
 import pytest
 from conftest import REPO
 
-from capsedu.course.grading import write_course
+from coursetools.grading import write_course
+
+pytestmark = pytest.mark.lessons
 
 pytest.importorskip("nbgrader")
 LESSONS = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))

@@ -11,6 +11,8 @@ import jupytext
 import pytest
 from conftest import REPO, lesson_numbers_follow_the_plan
 
+pytestmark = pytest.mark.lessons
+
 NOTEBOOKS = REPO / "notebooks"
 SOURCES = NOTEBOOKS / "src"  # the py:percent sources, paired by notebooks/jupytext.toml
 CORE_LESSONS = ["00_start_here", "01_squash", "02_primary_capsules", "03_dynamic_routing",

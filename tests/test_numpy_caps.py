@@ -12,7 +12,7 @@ SHAPES = [(2, 5, 3, 4, 2), (1, 1, 1, 2, 1), (3, 6, 1, 3, 2), (2, 1, 4, 2, 3), (4
 
 
 def routed(W, u, r, detach):
-    u_hat, predicted = nc.predict(W, u)
+    u_hat, predicted = nc.prediction_vectors(W, u)
     v, c, cache = nc.dynamic_routing(u_hat, r, detach)
     return v, c, cache, predicted
 
@@ -25,7 +25,7 @@ def test_routing_and_prediction_match_torch_values_and_gradients(shape, iteratio
     rng = np.random.default_rng(sum(shape) + iterations)
     W, u, g = rng.normal(0, 0.5, (I, J, D, K)), rng.normal(0, 1, (B, I, K)), rng.normal(size=(B, J, D))
     v, c, cache, predicted = routed(W, u, iterations, detach_inner)
-    dW, du = nc.predict_backward(nc.dynamic_routing_backward(g, cache), predicted)
+    dW, du = nc.prediction_vectors_backward(nc.dynamic_routing_backward(g, cache), predicted)
     W_t, u_t = torch.tensor(W, requires_grad=True), torch.tensor(u, requires_grad=True)
     v_t, c_t = dynamic_routing(torch.einsum("ijdk,bik->bijd", W_t, u_t), iterations,
                                detach_inner=detach_inner)
@@ -43,7 +43,7 @@ def test_routing_backward_matches_finite_differences(detach_inner):
         return float((routed(W, u, 3, detach_inner)[0] * g).sum())
 
     _, _, cache, predicted = routed(W, u, 3, detach_inner)
-    dW, du = nc.predict_backward(nc.dynamic_routing_backward(g, cache), predicted)
+    dW, du = nc.prediction_vectors_backward(nc.dynamic_routing_backward(g, cache), predicted)
     if detach_inner:  # the detached gradient is not the true derivative of this loss
         check = nc.grad_check(loss, {"W": W, "u": u}, {"W": dW, "u": du})
         assert check.max_relative_error > 1e-3, check
@@ -98,7 +98,7 @@ def test_float32_works_and_stays_float32():
     rng = np.random.default_rng(5)
     W, u = rng.normal(0, 0.5, (4, 3, 4, 2)).astype(np.float32), rng.normal(size=(2, 4, 2)).astype(np.float32)
     v, c, cache, predicted = routed(W, u, 3, False)
-    dW, du = nc.predict_backward(nc.dynamic_routing_backward(np.ones_like(v), cache), predicted)
+    dW, du = nc.prediction_vectors_backward(nc.dynamic_routing_backward(np.ones_like(v), cache), predicted)
     assert v.dtype == c.dtype == dW.dtype == du.dtype == np.float32
     v64, *_ = routed(W.astype(np.float64), u.astype(np.float64), 3, False)
     np.testing.assert_allclose(v, v64, rtol=1e-5, atol=1e-6)
@@ -112,11 +112,11 @@ def test_grad_check_names_the_worst_entry():
 
 
 @pytest.mark.parametrize("call, error, match", [
-    (lambda: nc.predict(np.zeros((3, 2, 4, 2)), np.zeros((1, 3, 5))), ValueError, r"u must have shape \(B, 3, 2\)"),
-    (lambda: nc.predict(np.zeros((3, 2, 4)), np.zeros((1, 3, 2))), ValueError, "W must be a 4-D array"),
-    (lambda: nc.predict(np.zeros((3, 2, 4, 2)), np.zeros((0, 3, 2))), ValueError, "empty batch"),
+    (lambda: nc.prediction_vectors(np.zeros((3, 2, 4, 2)), np.zeros((1, 3, 5))), ValueError, r"u must have shape \(B, 3, 2\)"),
+    (lambda: nc.prediction_vectors(np.zeros((3, 2, 4)), np.zeros((1, 3, 2))), ValueError, "W must be a 4-D array"),
+    (lambda: nc.prediction_vectors(np.zeros((3, 2, 4, 2)), np.zeros((0, 3, 2))), ValueError, "empty batch"),
     (lambda: nc.dynamic_routing(np.full((1, 2, 2, 2), np.nan)), ValueError, "u_hat contains 8 NaN"),
-    (lambda: nc.dynamic_routing(np.zeros((1, 2, 2, 2)), 0), ValueError, "num_iterations must be an int >= 1"),
+    (lambda: nc.dynamic_routing(np.zeros((1, 2, 2, 2)), 0), ValueError, "routing_iterations must be >= 1"),
     (lambda: nc.dynamic_routing(np.zeros((1, 2, 2, 2), dtype=np.int64)), TypeError, "must hold floats"),
     (lambda: nc.squash([1.0, 2.0]), ValueError, "s must be a numpy.ndarray"),
     (lambda: nc.margin_loss(np.zeros((2, 10)), np.array([1, 10])), ValueError, r"targets must be in \[0, 9\]"),
@@ -143,4 +143,9 @@ def test_the_module_imports_only_numpy_and_the_standard_library():
     tree = ast.parse(Path(nc.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported - set(sys.stdlib_module_names) - {"__future__"} == {"numpy"}
+    assert imported - set(sys.stdlib_module_names) - {"__future__"} == {"numpy", "capsedu"}
+    numbers = ast.parse((Path(nc.__file__).parents[1] / "_numbers.py").read_text())  # its one capsedu import
+    assert {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "capsedu._numbers"
+            for a in n.names} == {"require_int"}
+    assert not [n for n in ast.walk(numbers) if isinstance(n, ast.Import | ast.ImportFrom)
+                and getattr(n, "module", None) != "__future__"], "capsedu._numbers imports only __future__"

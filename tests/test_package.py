@@ -5,10 +5,11 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
-COMMAND_LINES = ["capsedu.zoo.train", "capsedu.course.execute", "capsedu.course.handouts",
-                 "capsedu.course.grading"]
+COMMAND_LINES = ["capsedu.zoo.train", "coursetools.execute", "coursetools.handouts",
+                 "coursetools.grading"]
 
 
 def test_import_capsedu_loads_no_command_line_and_starts_no_thread():
@@ -24,6 +25,7 @@ def test_import_capsedu_loads_no_command_line_and_starts_no_thread():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found["threads"] == 0
+    assert found["modules"] == ["capsedu"], "import capsedu loads its names lazily (PEP 562), none at once"
     assert not set(COMMAND_LINES) & set(found["modules"]), found["modules"]
     assert not found["widgets"] and "capsedu.explore.widgets" not in found["modules"]
     assert not found["torchvision"], "importing torchvision costs every kernel ~7 s: import it where it is used"
@@ -37,7 +39,7 @@ def test_import_capsedu_loads_no_command_line_and_starts_no_thread():
               "    print(name, 'usage:' in out.getvalue())\n")
     lines = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, check=True,
                            cwd=REPO).stdout.split("\n")
-    assert [f"{name} True" for name in COMMAND_LINES] == [line for line in lines if line.startswith("capsedu.")]
+    assert [f"{name} True" for name in COMMAND_LINES] == [line for line in lines if line.startswith(("capsedu.", "coursetools."))]
 
 
 def test_the_readme_module_map_lists_every_module_and_nothing_else():
@@ -49,11 +51,33 @@ def test_the_readme_module_map_lists_every_module_and_nothing_else():
 
 
 def test_the_folders_the_command_lines_default_to_are_the_repositorys():
-    from capsedu.course import execute, fingerprint, handouts
     from capsedu.zoo import shipped
+    from coursetools import execute, fingerprint, handouts
 
     assert handouts.LESSONS == execute.NOTEBOOKS == REPO / "notebooks"
     assert sorted(handouts.LESSONS.glob("[0-9][0-9]_*.ipynb")), "no lessons where handouts looks"
     assert fingerprint.PACKAGE == REPO / "capsedu"
     assert shipped.WEIGHTS_DIR == REPO / "capsedu" / "zoo" / "weights" and shipped.WEIGHTS_DIR.is_dir()
     assert shipped.STUDIES_DIR.is_dir()
+
+
+# The public API before the package's names became lazy (0.2.0), each still importable.
+API_0_2 = ["BaselineCNN", "CNNConfig", "CapsNet", "CapsNetConfig", "CapsNetOutput", "CheckpointError",
+           "DataFileError", "DigitCaps", "FreshPairs", "Loss", "MNISTData", "MultiMNIST", "NetworkConfig",
+           "PairTargets", "PrimaryCaps", "batch_loader", "capsnet_loss", "choose", "default_device",
+           "deterministic_algorithms", "dynamic_routing", "eval_mode", "evaluate", "fast_profile", "fit",
+           "learner_subset", "load_checkpoint", "load_mnist", "load_offline", "margin_loss", "mask_capsules",
+           "pair_accuracy", "predict", "pretrained", "pretrained_metrics", "random_shift",
+           "reconstruction_loss", "register_network", "save_checkpoint", "set_seed", "squash"]
+
+
+def test_every_public_name_loads_from_its_module_and_unknown_names_are_refused():
+    import capsedu
+
+    assert set(API_0_2) <= set(capsedu.__all__) and set(capsedu.__all__) <= set(dir(capsedu))
+    for name in capsedu.__all__:
+        value = getattr(capsedu, name)
+        assert getattr(value, "__name__", name) == name or not callable(value), name
+    assert capsedu.nets.squash.squash is capsedu.squash  # subpackages load on use too
+    with pytest.raises(AttributeError, match="no_such_name"):
+        getattr(capsedu, "no_such_name")  # noqa: B009

@@ -5,11 +5,11 @@ from torch.autograd.gradcheck import GradcheckError
 from capsedu import dynamic_routing, squash
 
 
-def routing_by_loops(u_hat: torch.Tensor, num_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
+def routing_by_loops(u_hat: torch.Tensor, routing_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Procedure 1 written with explicit loops over batch, i and j (slow, obviously right)."""
     B, I, J, D = u_hat.shape
     b = [[[0.0] * J for _ in range(I)] for _ in range(B)]
-    for _ in range(num_iterations):
+    for _ in range(routing_iterations):
         v = torch.zeros(B, J, D, dtype=u_hat.dtype)
         c = torch.zeros(B, I, J, dtype=u_hat.dtype)
         for n in range(B):
@@ -102,8 +102,8 @@ def test_detach_semantics(rng):
     (torch.zeros(2, 3, 4, 5, dtype=torch.int64), 3, TypeError, "floating-point"),
     (torch.zeros(0, 3, 4, 5), 3, ValueError, "empty batch"),
     (torch.full((1, 2, 2, 2), float("nan")), 3, ValueError, "NaN"),
-    (torch.zeros(1, 2, 2, 2), 0, ValueError, "num_iterations must be >= 1"),
-    (torch.zeros(1, 2, 2, 2), 2.0, TypeError, "num_iterations must be an int"),
+    (torch.zeros(1, 2, 2, 2), 0, ValueError, "routing_iterations must be >= 1"),
+    (torch.zeros(1, 2, 2, 2), 2.0, TypeError, "routing_iterations must be an int"),
 ])
 def test_bad_inputs(u_hat, iterations, error, words):
     with pytest.raises(error, match=words):

@@ -103,14 +103,28 @@ def test_an_unknown_kind_and_a_bad_registration_are_named(toy_kind, tmp_path):
     registry._EXTRA.clear()
     with pytest.raises(CheckpointError, match="unknown network kind 'toy-mlp'"):
         load_checkpoint(path)
-    with pytest.raises(TypeError, match="model must be a capsedu network"):
-        fit(ToyNet(), [], epochs=1)
-    with pytest.raises(TypeError, match="model must be a capsedu network"):
+    with pytest.raises(TypeError, match="model must be a network of a registered kind"):
+        save_checkpoint(tmp_path / "again.pt", ToyNet())
+    with pytest.raises(ValueError, match="the data loader yielded no batches"):
+        fit(ToyNet(), [], epochs=1)  # fit needs no registration, only a loss
+    with pytest.raises(TypeError, match="model must be a network with a class_scores"):
         capsedu.predict(nn.Linear(784, 10), torch.zeros(2, 1, 28, 28))
     with pytest.raises(TypeError, match="kind"):
         capsedu.register_network(nn.Linear)
     with pytest.raises(ValueError, match="kind 'capsnet' is taken"):
         capsedu.register_network(type("Other", (ToyNet,), {"kind": "capsnet"}))
+
+
+def test_fit_trains_a_subclass_of_a_course_network_that_checkpoints_refuse(offline, tmp_path):
+    class Wider(capsedu.CapsNet):
+        pass
+
+    train, _ = offline
+    model = Wider(capsedu.CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4))
+    history = fit(model, DataLoader(train.subset(32), batch_size=16), epochs=1, progress=False)
+    assert len(history["train_loss"]) == 1  # its kind's default objective, the margin loss
+    with pytest.raises(TypeError, match="registered kind"):
+        save_checkpoint(tmp_path / "wider.pt", model)  # it would come back as a plain CapsNet
 
 
 def test_fit_takes_a_loss_function_for_any_module(offline):
@@ -122,9 +136,9 @@ def test_fit_takes_a_loss_function_for_any_module(offline):
         logits = net(images)
         return Loss(nn.functional.cross_entropy(logits, labels), (logits.argmax(1) == labels).sum())
 
-    history = fit(model, DataLoader(train, batch_size=50), epochs=3, lr=5e-3, loss_fn=loss_fn,
+    history = fit(model, DataLoader(train, batch_size=50), epochs=3, lr=5e-3, objective=loss_fn,
                   progress=False)
     assert history["train_accuracy"][-1] > 0.7
     model.train()
-    evaluate(model, DataLoader(train, batch_size=100), loss_fn=loss_fn)
+    evaluate(model, DataLoader(train, batch_size=100), objective=loss_fn)
     assert model.training, "evaluate must leave the caller's train mode as it found it"

@@ -5,7 +5,9 @@ import pytest
 from conftest import REPO
 from IPython.core.inputtransformer2 import TransformerManager
 
-from capsedu.course.handouts import BEGIN, END, STUB, main, strip_solutions, write_student_copies
+from coursetools.handouts import BEGIN, END, STUB, main, strip_solutions, write_student_copies
+
+pytestmark = pytest.mark.lessons
 
 LESSON_FILES = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 

@@ -62,8 +62,10 @@ def test_fit_and_evaluate_reject_bad_arguments(offline):
     loader = DataLoader(train.subset(8), batch_size=4)
     with pytest.raises(ValueError, match="epochs must be >= 1"):
         fit(model, loader, epochs=0)
-    with pytest.raises(TypeError, match="model must be a capsedu network"):
+    with pytest.raises(TypeError, match="Linear has no loss.*pass objective="):
         fit(torch.nn.Linear(2, 2), loader, epochs=1)
+    with pytest.raises(TypeError, match="objective must be an Objective or a function"):
+        fit(model, loader, epochs=1, objective="margin")
     with pytest.raises(ValueError, match="the data loader yielded no batches"):
         fit(model, [], epochs=1, progress=False)
     with pytest.raises(ValueError, match=r"labels must be in \[0, 9\]"):

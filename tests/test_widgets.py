@@ -98,7 +98,7 @@ def test_routing_slider_changes_couplings_without_recomputing_u_hat(strong_model
     assert ex.trace.lengths.shape == (3, 10)
     assert ex.encoded.u_hat is u_hat and calls == []  # u_hat reused across slider moves
     with torch.no_grad():
-        out = model(dataset.images[0:1], return_couplings=True, num_iterations=3)
+        out = model(dataset.images[0:1], return_couplings=True, routing_iterations=3)
     assert torch.allclose(ex.trace.couplings, out.couplings[0], atol=1e-6)
     assert torch.allclose(ex.trace.lengths[-1], out.lengths[0], atol=1e-6)
     lines = ex.panel.lines
@@ -110,7 +110,7 @@ def test_routing_index_change_recomputes_u_hat(model, dataset):
     ex = routing_explorer(model, dataset)
     ex.index.value = 2
     with torch.no_grad():
-        out = model(dataset.images[2:3], num_iterations=ex.iterations.value)
+        out = model(dataset.images[2:3], routing_iterations=ex.iterations.value)
     assert torch.allclose(ex.trace.lengths[-1], out.lengths[0], atol=1e-6)
     assert "label 2" in ex.panel.title_img.get_text()
     assert f"predicted {int(out.lengths.argmax())}" in ex.panel.title_img.get_text()

@@ -9,9 +9,12 @@ import torch
 
 import capsedu
 from capsedu import CapsNet, CheckpointError, load_mnist, pretrained, pretrained_metrics
-from capsedu.training.runtime import reuse_large_allocations
+from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import WEIGHTS_DIR, available, sha256
+from capsedu.zoo.train import fixed_test_pairs
+
+pytestmark = pytest.mark.artefacts
 
 SHIPPED = available()
 FIRST_TEST_PAIRS = [[6044, 9035], [8239, 9449], [4933, 6115]]  # indices into the official test split
@@ -24,7 +27,7 @@ def weights_copy(tmp_path):
     return tmp_path
 
 
-def test_every_recipe_is_shipped_and_every_shipped_network_has_its_recipe():
+def test_stored_jsons_record_todays_recipes_and_every_recipe_is_shipped():
     assert SHIPPED == sorted(RECIPES)
     for name in SHIPPED:
         metrics = pretrained_metrics(name)
@@ -36,7 +39,7 @@ def test_every_recipe_is_shipped_and_every_shipped_network_has_its_recipe():
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_checkpoint_matches_its_metrics(name):
+def test_stored_checkpoint_matches_its_stored_metrics(name):
     metrics = pretrained_metrics(name)
     checkpoint = WEIGHTS_DIR / metrics["checkpoint"]
     assert sha256(checkpoint) == metrics["sha256"]
@@ -81,28 +84,28 @@ def test_missing_and_inconsistent_files_give_clear_errors(weights_copy):
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_accuracy_is_what_the_weights_really_score(shared_data, name):
+def test_stored_accuracy_is_what_the_stored_weights_score(shared_data, name):
     """Re-measure the recorded accuracy on the whole official test split (MultiMNIST networks:
     on the course's fixed 10,000 test pairs drawn from it)."""
     test = load_mnist("test", root=shared_data, download=False, verbose=False)
     assert len(test) == 10_000
     metrics = pretrained_metrics(name)
     if RECIPES[name].pairs:
-        pairs = capsedu.zoo.train.test_pairs(test, RECIPES[name])
+        pairs = fixed_test_pairs(test, RECIPES[name])
         scores = capsedu.pair_accuracy(pretrained(name), pairs)
         assert len(pairs) == 10_000
         assert scores["both"] == pytest.approx(metrics["test_accuracy"], abs=1e-4)
         assert scores["at_least_one"] == pytest.approx(metrics["test_at_least_one"], abs=1e-4)
         return
-    reuse_large_allocations()  # EM routing's large tensors (capsedu.training.runtime)
+    reuse_large_allocations()  # EM routing's large tensors (capsedu.training.hardware)
     loader = torch.utils.data.DataLoader(test, batch_size=100)
     accuracy = capsedu.evaluate(pretrained(name), loader)["accuracy"]
     assert accuracy == pytest.approx(metrics["test_accuracy"], abs=1e-4)
 
 
-def test_the_multimnist_test_pairs_are_fixed(shared_data):
+def test_stored_first_multimnist_test_pairs_are_drawn_again(shared_data):
     """The same pairs on every machine with the official split: a fingerprint of the first ones."""
     test = load_mnist("test", root=shared_data, download=False, verbose=False)
-    pairs = capsedu.zoo.train.test_pairs(test, RECIPES["multimnist"])
+    pairs = fixed_test_pairs(test, RECIPES["multimnist"])
     assert pairs.pairs[:3].tolist() == FIRST_TEST_PAIRS
     assert (pairs.shifts.abs() <= 4).all() and pairs.canvas == 36 and pairs.merge == "clip"

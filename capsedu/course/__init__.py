@@ -1,2 +1,6 @@
-r"""The course's own tooling: exercise checks (:mod:`.checks`), student handouts
-(:mod:`.handouts`), and executing lessons with a fingerprint of what produced their outputs."""
+r"""What the lessons call besides the package's pieces: the exercise checks (:mod:`.checks`).
+
+The course's build tools - executing lessons, handouts, the nbgrader course, fingerprints - are
+not part of the installed package: they work on the repository's notebooks and live in the
+repository's ``coursetools/`` (``make execute``, ``make student``, ``make grading``).
+"""

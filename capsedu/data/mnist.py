@@ -235,8 +235,7 @@ def learner_subset(data: MNISTData, limit: int = LEARNER_TRAIN_IMAGES, seed: int
     The lessons train on this in the learner profile: their stated times hold with the 5,000
     offline images and with the 60,000 official ones. Train on ``data`` to use everything.
     """
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be a positive int, got {limit!r}")
+    require_int("limit", limit, minimum=1)
     return data if len(data) <= limit else data.subset(limit, seed=seed)
 
 
@@ -278,8 +277,7 @@ def random_shift(images: torch.Tensor, max_shift: int = 2, generator: torch.Gene
     """
     if not isinstance(images, torch.Tensor) or images.dim() != 4:
         raise ValueError(f"images must be a 4-D tensor (B, C, H, W), got {getattr(images, 'shape', images)}")
-    if isinstance(max_shift, bool) or not isinstance(max_shift, int) or max_shift < 0:
-        raise ValueError(f"max_shift must be an int >= 0, got {max_shift!r}")
+    require_int("max_shift", max_shift, minimum=0)
     draws = torch.randint(0, 2 * max_shift + 1, (2, len(images)), generator=generator)  # (2, B)
     offsets = torch.stack([max_shift - draws[1], max_shift - draws[0]], dim=1)  # (B, 2) (dx, dy)
     shifted = translate(images, offsets)  # (B, C, H, W)

@@ -32,10 +32,12 @@ from typing import NamedTuple
 import torch
 from torch.utils.data import Dataset
 
+from capsedu._validate import require_int
 from capsedu.data.augment import check_limit, warp
 from capsedu.data.mnist import MNISTData, translate
 
 MERGES = ("clip", "max")
+MULTIMNIST_TEST = {"num_pairs": 10_000, "seed": 0}  # the course's fixed test set, from the official test split
 NUM_CLASSES = 10  # MNIST's digits: the multi-hot targets have one entry per digit class
 
 
@@ -69,13 +71,9 @@ def _check_options(digits: MNISTData, max_shift: int, canvas: int, merge: str,
     if not isinstance(digits, MNISTData):
         raise TypeError(f"digits must be a capsedu.MNISTData split, got {type(digits).__name__}")
     side = digits.images.shape[-1]
-    if isinstance(canvas, bool) or not isinstance(canvas, int) or canvas < side:
-        raise ValueError(f"canvas must be an int >= the digits' side ({side}), got {canvas!r}")
-    room = (canvas - side) // 2
-    if isinstance(max_shift, bool) or not isinstance(max_shift, int) or not 0 <= max_shift <= room:
-        raise ValueError(f"max_shift must be an int in [0, {room}] for a {canvas}x{canvas} canvas "
-                         f"and {side}x{side} digits (a larger shift would push ink off the canvas), "
-                         f"got {max_shift!r}")
+    require_int("canvas", canvas, minimum=side)  # at least the digits' side
+    room = (canvas - side) // 2  # a larger shift would push ink off the canvas
+    require_int("max_shift", max_shift, minimum=0, maximum=room)
     if merge not in MERGES:
         raise ValueError(f"merge must be one of {MERGES}, got {merge!r}")
     check_limit("max_angle", max_angle), check_limit("max_scale", max_scale)
@@ -116,8 +114,7 @@ class MultiMNIST(Dataset):
                  canvas: int = 36, merge: str = "clip", max_angle: float = 0.0,
                  max_scale: float = 0.0) -> None:
         _check_options(digits, max_shift, canvas, merge, max_angle, max_scale)
-        if isinstance(num_pairs, bool) or not isinstance(num_pairs, int) or num_pairs < 1:
-            raise ValueError(f"num_pairs must be an int >= 1, got {num_pairs!r}")
+        require_int("num_pairs", num_pairs, minimum=1)
         self.digits, self.canvas, self.merge, self.max_shift = digits, canvas, merge, max_shift
         generator = torch.Generator().manual_seed(seed)
         self.pairs, self.shifts = draw_pairs(digits.labels, num_pairs, max_shift, generator)
@@ -166,9 +163,8 @@ class FreshPairs:
                  max_shift: int = 4, canvas: int = 36, merge: str = "clip", max_angle: float = 0.0,
                  max_scale: float = 0.0) -> None:
         _check_options(digits, max_shift, canvas, merge, max_angle, max_scale)
-        for name, value in (("pairs_per_epoch", pairs_per_epoch), ("batch_size", batch_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        require_int("pairs_per_epoch", pairs_per_epoch, minimum=1)
+        require_int("batch_size", batch_size, minimum=1)
         self.digits, self.pairs_per_epoch, self.batch_size = digits, pairs_per_epoch, batch_size
         self.options = {"max_shift": max_shift, "canvas": canvas, "merge": merge,
                         "max_angle": max_angle, "max_scale": max_scale}

@@ -1,8 +1,8 @@
 r"""Transformed test sets (lesson 08): digits rotated, scaled, sheared, shifted, or all of it at once.
 
 Every image is placed on a 40x40 canvas (6 pixels of zero padding on each side, the size of
-affNIST's images) and transformed there with torchvision's ``affine`` (bilinear, about the
-centre); the networks, trained on 28x28 digits, see the central 28x28 crop. The crop is exactly
+affNIST's images) and transformed there by :func:`capsedu.data.augment.affine` (bilinear, about
+the centre: what torchvision's ``affine`` computes); the networks, trained on 28x28 digits, see the central 28x28 crop. The crop is exactly
 the image a transformation of the 28x28 digit itself would give (outside the digit both are
 zero); the canvas is there to measure what the crop loses: ``ink_kept``, the share of each
 transformed digit's ink inside the 28x28 frame (all of it for moderate rotations, less for
@@ -23,23 +23,13 @@ Shape legend:
 
 from __future__ import annotations
 
-import math
-
 import torch
-from torchvision.transforms import InterpolationMode
-from torchvision.transforms import functional as TF
 
-from capsedu._validate import require_number
+from capsedu.data.augment import affine, check_limit
 from capsedu.data.mnist import MNISTData
 
 CANVAS = 40
 ROTATIONS = tuple(range(-60, 61, 15))
-LIMITS = {"angle": (-90.0, 90.0), "scale": (0.5, 2.0), "shear": (-0.5, 0.5), "shift": (-8.0, 8.0)}
-
-
-def _check(name: str, value: float) -> float:
-    low, high = LIMITS[name]
-    return require_number(name, value, low=low, high=high)
 
 
 def _canvas(images: torch.Tensor) -> torch.Tensor:
@@ -52,15 +42,14 @@ def _canvas(images: torch.Tensor) -> torch.Tensor:
 
 
 def _crop(canvas: torch.Tensor) -> torch.Tensor:
-    return TF.center_crop(canvas, [28, 28])  # (N, C, 28, 28)
+    pad = (CANVAS - 28) // 2
+    return canvas[..., pad:pad + 28, pad:pad + 28]  # (N, C, 28, 28)
 
 
-def _affine(canvas: torch.Tensor, angle: float, scale: float, shear: float,
-            shift: tuple[float, float]) -> torch.Tensor:
-    r"""torchvision's affine; ``angle`` anticlockwise as in ``TF.rotate`` (``affine`` turns clockwise)."""
-    shear_degrees = math.degrees(math.atan(shear))  # a shear factor as torchvision's angle
-    return TF.affine(canvas, angle=-angle, translate=[int(round(shift[0])), int(round(shift[1]))],
-                     scale=scale, shear=[shear_degrees, 0.0], interpolation=InterpolationMode.BILINEAR)
+def _affine(canvas: torch.Tensor, angles: torch.Tensor, scales: torch.Tensor, shears: torch.Tensor,
+            shifts: torch.Tensor) -> torch.Tensor:
+    r""":func:`~capsedu.data.augment.affine` with the shifts rounded to whole pixels."""
+    return affine(canvas, angles, scales, shears, shifts.round())  # (N, C, 40, 40)
 
 
 def transform_images(images: torch.Tensor, *, angle: float = 0.0, scale: float = 1.0,
@@ -71,9 +60,13 @@ def transform_images(images: torch.Tensor, *, angle: float = 0.0, scale: float =
 
     With ``return_ink_kept`` also the share of each transformed digit's ink inside the crop (N,).
     """
-    args = (_check("angle", angle), _check("scale", scale), _check("shear", shear),
-            (_check("shift", shift[0]), _check("shift", shift[1])))
-    moved = _affine(_canvas(images), *args).clamp_(0, 1)  # (N, C, 40, 40)
+    angle, scale, shear = check_limit("angle", angle), check_limit("scale", scale), check_limit("shear", shear)
+    dx, dy = check_limit("shift", shift[0]), check_limit("shift", shift[1])
+    canvas = _canvas(images)  # (N, C, 40, 40)
+    n, exact = len(canvas), torch.float64  # the amounts exactly as given (0.8 is not a float32)
+    moved = _affine(canvas, torch.full((n,), angle, dtype=exact), torch.full((n,), scale, dtype=exact),
+                    torch.full((n,), shear, dtype=exact),
+                    torch.tensor([[dx, dy]], dtype=exact).expand(n, 2)).clamp_(0, 1)  # (N, C, 40, 40)
     cropped = _crop(moved)  # (N, C, 28, 28)
     if not return_ink_kept:
         return cropped
@@ -94,7 +87,7 @@ def affnist_like(data: MNISTData, *, seed: int = 0, max_shift: int = 2) -> MNIST
     rotation U(-20°, 20°), shear U(-0.2, 0.2), scale U(0.8, 1.2), shift of up to ``max_shift`` px."""
     if not isinstance(data, MNISTData):
         raise TypeError(f"data must be an MNISTData (capsedu.load_mnist), got {type(data).__name__}")
-    _check("shift", max_shift)
+    check_limit("shift", max_shift)
     canvas = _canvas(data.images)  # (N, C, 40, 40)
     generator = torch.Generator().manual_seed(seed)
     n = len(data)
@@ -102,7 +95,6 @@ def affnist_like(data: MNISTData, *, seed: int = 0, max_shift: int = 2) -> MNIST
     shear = torch.empty(n).uniform_(-0.2, 0.2, generator=generator)
     scale = torch.empty(n).uniform_(0.8, 1.2, generator=generator)
     shifts = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=generator)
-    out = torch.stack([_affine(canvas[k], float(angle[k]), float(scale[k]), float(shear[k]),
-                               tuple(shifts[k].tolist())) for k in range(n)])
+    out = _affine(canvas, angle, scale, shear, shifts.float())  # (N, C, 40, 40)
     return MNISTData(_crop(out.clamp_(0, 1)), data.labels,
                      f"{data.source}, affNIST-like (seed {seed})")

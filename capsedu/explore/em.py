@@ -27,7 +27,7 @@ from matplotlib.patches import Ellipse
 from capsedu.explore.render import PngView
 from capsedu.nets.em_routing import e_step, em_routing, m_step, temperatures
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
-from capsedu.training.runtime import eval_mode
+from capsedu.training.modes import eval_mode
 
 
 class EMStep(NamedTuple):
@@ -41,20 +41,20 @@ class EMStep(NamedTuple):
 
 @torch.no_grad()
 def em_trace(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
-             beta_a: torch.Tensor, num_iterations: int,
+             beta_a: torch.Tensor, routing_iterations: int,
              inverse_temperature: float | Sequence[float], eps: float = 1e-8) -> list[EMStep]:
-    r"""The states of ``num_iterations`` EM iterations on one image's ``votes`` (I, J, H) and
+    r"""The states of ``routing_iterations`` EM iterations on one image's ``votes`` (I, J, H) and
     ``activations`` (I,); the last one is what :func:`em_routing` returns."""
-    em_routing(votes[None], activations[None], beta_u, beta_a, num_iterations,
+    em_routing(votes[None], activations[None], beta_u, beta_a, routing_iterations,
                inverse_temperature, eps)  # validates every argument
-    lambdas = temperatures(inverse_temperature, num_iterations)
+    lambdas = temperatures(inverse_temperature, routing_iterations)
     V = votes.transpose(0, 1)[None]  # (1, J, I, H): the routing's inner layout
     R = V.new_full(V.shape[:3], 1.0 / V.shape[1])  # (1, J, I)
     steps = []
     for t, lam in enumerate(lambdas):
         mu, sigma_sq, logit, deviation_sq = m_step(R, activations[None], V, beta_u, beta_a, lam, eps)
         steps.append(EMStep(R[0].T, mu[0], sigma_sq[0], torch.sigmoid(logit[0])))
-        if t < num_iterations - 1:
+        if t < routing_iterations - 1:
             R = e_step(deviation_sq, sigma_sq, logit)  # (1, J, I)
     return steps
 

@@ -23,7 +23,7 @@ from capsedu.data.transforms import transform_images
 from capsedu.explore.probes import check_image
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 from capsedu.nets.cnn import BaselineCNN, check_cnn
-from capsedu.training.runtime import eval_mode
+from capsedu.training.modes import eval_mode
 
 
 class CapsuleTrajectory(NamedTuple):

@@ -31,7 +31,7 @@ from capsedu.explore.probes import (
     routing_trace,
 )
 from capsedu.nets.capsnet import CapsNet, check_capsnet
-from capsedu.training.runtime import eval_mode
+from capsedu.training.modes import eval_mode
 
 TRUE_COLOUR, PREDICTED_COLOUR, OTHER_COLOUR = "tab:red", "tab:orange", "0.65"
 COUPLING_CMAP = "RdBu_r"
@@ -145,24 +145,24 @@ def draw_coupling_map(ax, model: CapsNet, image: torch.Tensor, values: torch.Ten
 
 
 def routing_strip(model: CapsNet, image: torch.Tensor, label: int,
-                  iterations: tuple[int, ...] = (1, 2, 3, 5, 7)) -> Figure:
-    r"""Routing one digit with r = 1..max(iterations): coupling maps toward the predicted class for
+                  shown: tuple[int, ...] = (1, 2, 3, 5, 7)) -> Figure:
+    r"""Routing one digit with r = 1..max(shown): coupling maps toward the predicted class for
     each listed r (top), the vote share and capsule length of every class against r (bottom)."""
     encoded = encode_image(model, image)
-    trace = routing_trace(encoded.u_hat, max(iterations), encoded.u)
+    trace = routing_trace(encoded.u_hat, max(shown), encoded.u)
     cfg = model.config
     maps = {r: cfg.num_classes * coupling_map(routing_trace(encoded.u_hat, r, encoded.u).couplings,
                                               encoded.u, int(trace.lengths[r - 1].argmax()),
-                                              cfg.primary_types) for r in iterations}
+                                              cfg.primary_types) for r in shown}
     norm = coupling_norm(max(float(m.max()) for m in maps.values()))
-    figure = Figure(figsize=(2.3 * len(iterations) + 0.8, 6.2), layout="constrained")
+    figure = Figure(figsize=(2.3 * len(shown) + 0.8, 6.2), layout="constrained")
     top, bottom = figure.subfigures(2, 1, height_ratios=[1, 1.05])
-    for ax, r in zip(top.subplots(1, len(iterations)), iterations):
+    for ax, r in zip(top.subplots(1, len(shown)), shown):
         heat = draw_coupling_map(ax, model, image, maps[r], norm)
         ax.set_title(f"r = {r}: toward {int(trace.lengths[r - 1].argmax())}", fontsize=10)
     top.colorbar(heat, ax=top.axes, shrink=0.85, label=r"$J\,c_{ij}$ (1 = fair share)")
     ax_share, ax_len = bottom.subplots(1, 2)
-    steps = np.arange(1, max(iterations) + 1)
+    steps = np.arange(1, max(shown) + 1)
     for k in range(cfg.num_classes):
         style = ({"color": TRUE_COLOUR, "lw": 2.5, "label": f"class {k} (true label)", "zorder": 3}
                  if k == label else {"color": OTHER_COLOUR, "lw": 1})

@@ -24,6 +24,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from capsedu._validate import require_int
+
 DETACHED, FULL, FORWARD_ONLY = "tab:red", "tab:blue", "0.55"
 ROWS = {"b": 3.0, "c": 2.0, "s": 1.0, "v": 0.0}
 VOTES_Y = -1.6
@@ -62,11 +64,10 @@ def _iteration(ax, t: int, x: float, last: bool) -> None:
         _arrow(ax, (x, ROWS["b"]), (x + 1, ROWS["b"]), FULL, dashed=True)
 
 
-def routing_graph(num_iterations: int = 3) -> Figure:
-    r"""Procedure 1 with ``num_iterations`` iterations unrolled, from the votes to the loss."""
-    if isinstance(num_iterations, bool) or not isinstance(num_iterations, int) or not 1 <= num_iterations <= 5:
-        raise ValueError(f"num_iterations must be an int from 1 to 5, got {num_iterations!r}")
-    r = num_iterations
+def routing_graph(routing_iterations: int = 3) -> Figure:
+    r"""Procedure 1 with ``routing_iterations`` iterations unrolled, from the votes to the loss."""
+    require_int("routing_iterations", routing_iterations, minimum=1, maximum=5)
+    r = routing_iterations
     fig = Figure(figsize=(3.2 + 1.9 * r, 5.2), layout="constrained")
     ax = fig.add_subplot()
     ax.add_patch(Rectangle((0.35, VOTES_Y - 0.3), r + 0.1, 0.55, facecolor="#fde0dd", edgecolor="0.3", zorder=3))

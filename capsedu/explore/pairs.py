@@ -25,7 +25,7 @@ from capsedu.data.multimnist import MultiMNIST
 from capsedu.explore.render import PngView
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 from capsedu.nets.multi_digit import pair_hits
-from capsedu.training.runtime import eval_mode
+from capsedu.training.modes import eval_mode
 
 FIRST_RGB, SECOND_RGB = np.array([1.0, 0.35, 0.1]), np.array([0.1, 0.65, 1.0])  # orange, blue
 

@@ -24,7 +24,7 @@ import torch
 from capsedu._validate import require_finite, require_int, require_tensor
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 from capsedu.nets.routing import dynamic_routing
-from capsedu.training.runtime import eval_mode
+from capsedu.training.modes import eval_mode
 
 PERTURBATION_VALUES: tuple[float, ...] = tuple(round(-0.25 + 0.05 * k, 2) for k in range(11))
 
@@ -70,8 +70,8 @@ def encode_image(model: CapsNet, image: torch.Tensor) -> Encoded:
     x = check_image(image).to(next(check_capsnet(model).parameters()).device)
     with eval_mode(model):
         u = model.encode(x)  # (1, I, D_in)
-        u_hat = model.digits.predict(u)  # (1, I, J, D_out)
-    v, _ = dynamic_routing(u_hat, model.digits.num_iterations)  # (1, J, D_out)
+        u_hat = model.digits.prediction_vectors(u)  # (1, I, J, D_out)
+    v, _ = dynamic_routing(u_hat, model.digits.routing_iterations)  # (1, J, D_out)
     lengths = v[0].norm(dim=-1)  # (J,)
     return Encoded(u[0], u_hat[0], v[0], lengths, int(lengths.argmax()))
 
@@ -83,8 +83,7 @@ def perturb(capsules: torch.Tensor, label: int, offsets: torch.Tensor) -> torch.
     """
     require_tensor("capsules", capsules, ndim=2, shape="(J, D_out)", floating=True)
     num_classes, dim = capsules.shape
-    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < num_classes:
-        raise ValueError(f"label must be an int in [0, {num_classes - 1}], got {label!r}")
+    require_int("label", label, minimum=0, maximum=num_classes - 1)
     require_tensor("offsets", offsets, ndim=2, shape=f"(B, {dim})", floating=True)
     if offsets.shape[1] != dim:
         raise ValueError(f"offsets must have shape (B, {dim}), got {tuple(offsets.shape)}")
@@ -133,10 +132,10 @@ def perturbation_sweep(model: CapsNet, image: torch.Tensor,
 
 
 @torch.no_grad()
-def route(u_hat: torch.Tensor, num_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Lengths (J,) and couplings (I, J) after ``num_iterations`` of routing one image's ``u_hat`` (I, J, D_out)."""
+def route(u_hat: torch.Tensor, routing_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Lengths (J,) and couplings (I, J) after ``routing_iterations`` of routing one image's ``u_hat`` (I, J, D_out)."""
     require_tensor("u_hat", u_hat, ndim=3, shape="(I, J, D_out)", floating=True)
-    v, c = dynamic_routing(u_hat.unsqueeze(0), num_iterations)  # (1, J, D_out), (1, I, J)
+    v, c = dynamic_routing(u_hat.unsqueeze(0), routing_iterations)  # (1, J, D_out), (1, I, J)
     return v[0].norm(dim=-1), c[0]  # (J,), (I, J)
 
 
@@ -162,9 +161,9 @@ def vote_shares(c: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return (weight.unsqueeze(-1) * c).sum(dim=-2) / weight.sum(dim=-1, keepdim=True)  # (..., J)
 
 
-def routing_trace(u_hat: torch.Tensor, num_iterations: int, u: torch.Tensor | None = None,
+def routing_trace(u_hat: torch.Tensor, routing_iterations: int, u: torch.Tensor | None = None,
                   cache: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None) -> RoutingTrace:
-    r"""Run :func:`~capsedu.nets.routing.dynamic_routing` with r = 1..``num_iterations`` on one image's ``u_hat``.
+    r"""Run :func:`~capsedu.nets.routing.dynamic_routing` with r = 1..``routing_iterations`` on one image's ``u_hat``.
 
     ``u_hat`` is (I, J, D_out), computed once per image; each r routes from scratch (b = 0), so
     row r-1 of ``lengths`` is exactly what a network with r routing iterations outputs. ``u``
@@ -172,16 +171,16 @@ def routing_trace(u_hat: torch.Tensor, num_iterations: int, u: torch.Tensor | No
     without it every capsule counts alike. Pass the same ``cache`` dict for the same ``u_hat``
     to route each r only once.
     """
-    require_int("num_iterations", num_iterations, minimum=1)
+    require_int("routing_iterations", routing_iterations, minimum=1)
     cache = {} if cache is None else cache
-    for r in range(1, num_iterations + 1):
+    for r in range(1, routing_iterations + 1):
         if r not in cache:
             cache[r] = route(u_hat, r)
     weights = torch.ones(u_hat.shape[0], 1) if u is None else u
-    lengths = torch.stack([cache[r][0] for r in range(1, num_iterations + 1)])  # (R, J)
+    lengths = torch.stack([cache[r][0] for r in range(1, routing_iterations + 1)])  # (R, J)
     shares = torch.stack([vote_shares(cache[r][1], weights.to(u_hat))
-                          for r in range(1, num_iterations + 1)])  # (R, J)
-    return RoutingTrace(lengths, shares, cache[num_iterations][1], int(lengths[-1].argmax()))
+                          for r in range(1, routing_iterations + 1)])  # (R, J)
+    return RoutingTrace(lengths, shares, cache[routing_iterations][1], int(lengths[-1].argmax()))
 
 
 def couplings_on_grid(couplings: torch.Tensor, label: int, num_types: int) -> torch.Tensor:

@@ -22,12 +22,13 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from capsedu.data.transforms import LIMITS, transform_images
+from capsedu.data.augment import LIMITS
+from capsedu.data.transforms import transform_images
 from capsedu.explore.figures import TRUE_COLOUR
 from capsedu.explore.widgets import _Explorer
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 from capsedu.nets.cnn import BaselineCNN, check_cnn
-from capsedu.training.runtime import eval_mode
+from capsedu.training.modes import eval_mode
 
 CAPSNET_COLOUR, CNN_COLOUR = "C0", "C1"  # matplotlib's first two colours, as in plots
 WRONG_COLOUR = "tab:red"

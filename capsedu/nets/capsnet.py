@@ -17,20 +17,18 @@ import torch
 from torch import nn
 
 from capsedu._validate import require_images, require_labels, require_tensor
-from capsedu.data.multimnist import PairTargets
-from capsedu.nets.losses import margin_loss_unchecked, reconstruction_loss
-from capsedu.nets.multi_digit import two_digit_loss
+from capsedu.nets.contract import NetworkConfig
+from capsedu.nets.losses import RECON_WEIGHT, margin_loss_unchecked, reconstruction_loss
 from capsedu.nets.primary import PrimaryCaps
-from capsedu.nets.registry import Loss, NetworkConfig
 from capsedu.nets.routing import DigitCaps
 
 
 @dataclass(frozen=True)
 class CapsNetConfig(NetworkConfig):
-    r"""Every size of a CapsNet, and the weight of its reconstruction loss.
+    r"""Every size of a CapsNet; ``paper()`` (the defaults) and ``cpu()`` are the two named profiles.
 
-    ``paper()`` and ``cpu()`` are the two named profiles. ``recon_weight`` scales the
-    reconstruction loss in :meth:`CapsNet.loss` (0.0005 in Section 4.1 of the paper).
+    What it is trained for - the margin loss and the reconstruction loss's weight - is its
+    objective's (:class:`capsedu.training.objectives.MarginObjective`), not its config's.
     """
 
     image_size: int = 28
@@ -46,7 +44,6 @@ class CapsNetConfig(NetworkConfig):
     routing_iterations: int = 3
     detach_inner: bool = True
     decoder_hidden: tuple[int, ...] = (512, 1024)
-    recon_weight: float = 0.0005
 
     @classmethod
     def paper(cls) -> CapsNetConfig:
@@ -147,37 +144,30 @@ class CapsNet(nn.Module):
         flat = self.decoder(mask_capsules(capsules, labels))  # (B, C*H*W)
         return flat.view(-1, cfg.in_channels, cfg.image_size, cfg.image_size)  # (B, C, H, W)
 
+    def class_capsules(self, x: torch.Tensor) -> torch.Tensor:
+        r"""Images (B, C, H, W) -> digit capsules v (B, J, D_out), without the decoder."""
+        return self.digits(self.encode(x))[0]  # (B, J, D_out)
+
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, *,
                 return_couplings: bool = False,
-                num_iterations: int | None = None) -> CapsNetOutput:
+                routing_iterations: int | None = None) -> CapsNetOutput:
         r"""Classify and reconstruct ``x``; the decoder is masked by ``y`` when given.
 
         Args:
             x: images, (B, C, H, W) with values in [0, 1].
             y: true labels (B,) for training-time masking, or None to mask by the longest capsule.
             return_couplings: also return the coupling coefficients (B, I, J).
-            num_iterations: override the configured number of routing iterations.
+            routing_iterations: override the configured number of routing iterations.
         """
         u = self.encode(x)  # (B, I, D_in)
-        v, c = self.digits(u, num_iterations)  # (B, J, D_out), (B, I, J)
+        v, c = self.digits(u, routing_iterations)  # (B, J, D_out), (B, I, J)
         lengths = v.norm(dim=-1)  # (B, J)
         reconstruction = self.decode(v, y)  # (B, C, H, W)
         return CapsNetOutput(v, lengths, reconstruction, c if return_couplings else None)
 
     def class_scores(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images (B, C, H, W) -> the digit capsules' lengths (B, J), each in [0, 1)."""
-        return self.digits(self.encode(x))[0].norm(dim=-1)  # (B, J)
-
-    def loss(self, images: torch.Tensor, labels: torch.Tensor | PairTargets) -> Loss:
-        r"""Margin loss + ``config.recon_weight`` x reconstruction loss, and the number right.
-
-        With MultiMNIST's :class:`~capsedu.data.multimnist.PairTargets`: the two-digit loss of
-        :func:`~capsedu.nets.multi_digit.two_digit_loss` (both digits reconstructed, each alone).
-        """
-        if isinstance(labels, PairTargets):
-            return two_digit_loss(self, images, labels)
-        value, lengths = capsnet_loss(self, images, labels, self.config.recon_weight)
-        return Loss(value, (lengths.argmax(dim=1) == labels).sum())
+        return self.class_capsules(x).norm(dim=-1)  # (B, J)
 
 
 def check_capsnet(model: object, name: str = "model") -> CapsNet:
@@ -188,12 +178,13 @@ def check_capsnet(model: object, name: str = "model") -> CapsNet:
 
 
 def capsnet_loss(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-                 recon_weight: float = 0.0005) -> tuple[torch.Tensor, torch.Tensor]:
+                 recon_weight: float = RECON_WEIGHT) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Total loss of one batch (Eq. 4 + ``recon_weight`` x Section 4.1) and its lengths (B, J).
 
     ``model`` is a :class:`CapsNet` or any network whose ``model(images, labels)`` returns a
     :class:`CapsNetOutput` (Efficient-CapsNet, lesson 12). The decoder is masked by the true
-    ``labels``, as in training.
+    ``labels``, as in training. This is what :class:`capsedu.training.objectives.MarginObjective`
+    computes for :func:`capsedu.fit`.
     """
     out = model(images, labels)
     loss = margin_loss_unchecked(out.lengths, labels) + recon_weight * reconstruction_loss(out.reconstruction, images)

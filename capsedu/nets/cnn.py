@@ -23,21 +23,21 @@ import torch
 from torch import nn
 
 from capsedu._validate import require_images
-from capsedu.data.multimnist import PairTargets
-from capsedu.nets.registry import Loss, NetworkConfig
+from capsedu.nets.contract import NetworkConfig
 
 
 @dataclass(frozen=True)
 class CNNConfig(NetworkConfig):
-    r"""Sizes of the baseline CNN. Each convolution keeps the size (padding) and is followed by a
-    2x2 max-pooling when its entry in ``pool`` is True. ``multi_label`` switches the head from a
-    softmax with cross-entropy to independent sigmoids with binary cross-entropy."""
+    r"""Sizes of the baseline CNN; the defaults are the paper's (:meth:`paper`). Each convolution
+    keeps the size (padding) and is followed by a 2x2 max-pooling when its entry in ``pool`` is
+    True. ``multi_label`` reads the head as independent sigmoids (several classes per image)
+    instead of a softmax."""
 
     image_size: int = 28
     in_channels: int = 1
     channels: tuple[int, ...] = (256, 256, 128)
     kernel: int = 5
-    pool: tuple[bool, ...] = (True, True, False)
+    pool: tuple[bool, ...] = (False, False, False)
     hidden: tuple[int, ...] = (328, 192)
     dropout: float = 0.5
     num_classes: int = 10
@@ -47,13 +47,13 @@ class CNNConfig(NetworkConfig):
     def paper(cls) -> CNNConfig:
         r"""The paper's baseline: no pooling, so the first fully connected layer alone holds
         28*28*128*328 = 32.9 M weights (35.4 M parameters in all, as the paper reports)."""
-        return cls(pool=(False, False, False))
+        return cls()
 
     @classmethod
     def cpu(cls, image_size: int = 28, multi_label: bool = False) -> CNNConfig:
         r"""As wide as fits about 1.95 M parameters at 28x28 input (the CPU CapsNet with its decoder)."""
-        return cls(image_size=image_size, channels=(64, 128, 128), hidden=(192, 96),
-                   multi_label=multi_label)
+        return cls(image_size=image_size, channels=(64, 128, 128), pool=(True, True, False),
+                   hidden=(192, 96), multi_label=multi_label)
 
     @property
     def feature_side(self) -> int:
@@ -71,7 +71,7 @@ class BaselineCNN(nn.Module):
 
     def __init__(self, config: CNNConfig | None = None) -> None:
         super().__init__()
-        config = CNNConfig.cpu() if config is None else config
+        config = CNNConfig.paper() if config is None else config
         if not isinstance(config, CNNConfig):
             raise TypeError(f"config must be a CNNConfig, got {type(config).__name__}")
         if len(config.pool) != len(config.channels) or config.feature_side < 1:
@@ -109,22 +109,6 @@ class BaselineCNN(nn.Module):
     def class_scores(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images (B, C, H, W) -> class probabilities (B, J), as :meth:`probabilities`."""
         return self.probabilities(x)
-
-    def loss(self, images: torch.Tensor, targets: torch.Tensor) -> Loss:
-        r"""Cross-entropy with class indices (B,); binary cross-entropy with multi-hot (B, J) targets
-        when ``multi_label``, where an image is right when its top classes are exactly its labels."""
-        if isinstance(targets, PairTargets):  # MultiMNIST: the multi-hot classes
-            if not self.config.multi_label:
-                raise ValueError("two-digit targets (PairTargets) need a CNNConfig with multi_label=True")
-            targets = targets.multi_hot
-        logits = self(images)  # (B, J)
-        if not self.config.multi_label:
-            return Loss(nn.functional.cross_entropy(logits, targets), (logits.argmax(1) == targets).sum())
-        value = nn.functional.binary_cross_entropy_with_logits(logits, targets.float())
-        count = targets.sum(dim=1, keepdim=True).long()  # (B, 1) labels per image
-        ranks = logits.argsort(dim=1, descending=True).argsort(dim=1)  # (B, J) rank of each class
-        chosen = (ranks < count).float()  # (B, J) the top-`count` classes
-        return Loss(value, (chosen == targets.float()).all(dim=1).sum())
 
 
 def check_cnn(model: object, name: str = "cnn") -> BaselineCNN:

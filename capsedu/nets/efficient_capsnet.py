@@ -12,7 +12,7 @@ conv 3x3, 64, ReLU, batch norm        (B, 64, 22, 22)             18,496 + 128
 conv 3x3, 64, ReLU, batch norm        (B, 64, 20, 20)             36,928 + 128
 conv 3x3 stride 2, 128, ReLU, bn      (B, 128, 9, 9)              73,856 + 256
 depthwise conv 9x9 (one per channel)  (B, 128, 1, 1) -> (B, 16, 8)  10,496
-class capsules W (I, J, D_in, D), b   (B, 10, 16)                 20,480 + 160
+class capsules W (I, J, D, D_in), b   (B, 10, 16)                 20,480 + 160
 ====================================  ==========================  ==============
 
 The batch norm follows the ReLU, as in the authors' code. The primary capsules are squashed with
@@ -39,9 +39,8 @@ import torch
 from torch import nn
 
 from capsedu._validate import require_images, require_nonempty_batch, require_tensor
-from capsedu.data.multimnist import PairTargets
-from capsedu.nets.capsnet import CapsNetOutput, capsnet_loss, decoder_network, mask_capsules
-from capsedu.nets.registry import Loss, NetworkConfig
+from capsedu.nets.capsnet import CapsNetOutput, decoder_network, mask_capsules
+from capsedu.nets.contract import NetworkConfig
 from capsedu.nets.self_attention import efficient_squash_unchecked, self_attention_routing_unchecked
 
 
@@ -59,7 +58,6 @@ class EfficientCapsConfig(NetworkConfig):
     num_classes: int = 10
     digit_dim: int = 16
     decoder_hidden: tuple[int, ...] = (512, 1024)
-    recon_weight: float = 0.0005
 
     @property
     def feature_side(self) -> int:
@@ -71,32 +69,36 @@ class EfficientCapsConfig(NetworkConfig):
 
 
 class SelfAttentionCaps(nn.Module):
-    r"""Fully connected capsule layer: :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}^\top\mathbf u_i`,
+    r"""Fully connected capsule layer: :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`,
     then one self-attention routing pass with learned priors ``b`` (I, J), initialised to zero.
 
-    ``W`` (I, J, D_in, D) starts He-normal with the fan-in the authors' Keras code computes
-    (J * I * D_in), so that a fresh network starts where theirs does.
+    ``W`` (I, J, D, D_in) - the layout of :class:`capsedu.nets.routing.DigitCaps` - starts
+    He-normal with the fan-in the authors' Keras code computes (J * I * D_in), so that a fresh
+    network starts where theirs does. It is drawn, and kept in memory, in their (I, J, D_in, D)
+    order and seen through a transposed view, so that a seed gives the numbers, and the einsum
+    the floating-point results, that it gave before the shape changed.
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int) -> None:
         super().__init__()
         self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
         std = math.sqrt(2.0 / (out_caps * in_caps * in_dim))
-        self.W = nn.Parameter(std * torch.randn(in_caps, out_caps, in_dim, out_dim))
+        drawn = std * torch.randn(in_caps, out_caps, in_dim, out_dim)  # (I, J, D_in, D) in memory
+        self.W = nn.Parameter(drawn.transpose(-1, -2))  # (I, J, D, D_in): a view of it
         self.b = nn.Parameter(torch.zeros(in_caps, out_caps))
 
-    def predict(self, u: torch.Tensor) -> torch.Tensor:
+    def prediction_vectors(self, u: torch.Tensor) -> torch.Tensor:
         r"""Primary capsules (B, I, D_in) -> prediction vectors (B, I, J, D)."""
         shape = f"(B, {self.in_caps}, {self.in_dim})"
         require_tensor("u", u, ndim=3, shape=shape, floating=True)
         require_nonempty_batch("u", u)
         if tuple(u.shape[1:]) != (self.in_caps, self.in_dim):
             raise ValueError(f"u must have shape {shape}, got {tuple(u.shape)}")
-        return torch.einsum("bik,ijkd->bijd", u, self.W)  # (B, I, J, D)
+        return torch.einsum("bik,ijdk->bijd", u, self.W)  # (B, I, J, D)
 
     def forward(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Class capsules ``v`` (B, J, D) and coupling coefficients ``c`` (B, I, J)."""
-        return self_attention_routing_unchecked(self.predict(u), self.b)
+        return self_attention_routing_unchecked(self.prediction_vectors(u), self.b)
 
     def extra_repr(self) -> str:
         return (f"in_caps={self.in_caps}, in_dim={self.in_dim}, out_caps={self.out_caps}, "
@@ -156,17 +158,13 @@ class EfficientCapsNet(nn.Module):
         v, c = self.digits(self.encode(x))  # (B, J, D), (B, I, J)
         return CapsNetOutput(v, v.norm(dim=-1), self.decode(v, y), c if return_couplings else None)
 
+    def class_capsules(self, x: torch.Tensor) -> torch.Tensor:
+        r"""Images -> class capsules v (B, J, D), without the decoder."""
+        return self.digits(self.encode(x))[0]  # (B, J, D)
+
     def class_scores(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images -> the class capsules' lengths (B, J), each in [0, 1)."""
-        return self.digits(self.encode(x))[0].norm(dim=-1)  # (B, J)
-
-    def loss(self, images: torch.Tensor, labels: torch.Tensor) -> Loss:
-        r"""Margin loss + ``config.recon_weight`` x reconstruction loss, and the number right."""
-        if isinstance(labels, PairTargets):
-            raise ValueError("EfficientCapsNet trains on single digits; labels must be class "
-                             "indices (B,), not MultiMNIST PairTargets")
-        value, lengths = capsnet_loss(self, images, labels, self.config.recon_weight)
-        return Loss(value, (lengths.argmax(dim=1) == labels).sum())
+        return self.class_capsules(x).norm(dim=-1)  # (B, J)
 
     def classifier_parameters(self) -> int:
         r"""Trainable parameters without the decoder (the figure papers report)."""

@@ -50,13 +50,13 @@ DEFAULT_INVERSE_TEMPERATURE = 1e-3
 LOG_2PI = math.log(2 * math.pi)
 
 
-def temperatures(inverse_temperature: float | Sequence[float], num_iterations: int) -> list[float]:
-    r"""λ for each of ``num_iterations`` iterations: one float repeated, or one value per iteration."""
+def temperatures(inverse_temperature: float | Sequence[float], routing_iterations: int) -> list[float]:
+    r"""λ for each of ``routing_iterations`` iterations: one float repeated, or one value per iteration."""
     if isinstance(inverse_temperature, (int, float)) and not isinstance(inverse_temperature, bool):
-        return [float(inverse_temperature)] * num_iterations
+        return [float(inverse_temperature)] * routing_iterations
     values = list(inverse_temperature)
-    if len(values) != num_iterations:
-        raise ValueError(f"inverse_temperature must be a float or {num_iterations} floats (one per "
+    if len(values) != routing_iterations:
+        raise ValueError(f"inverse_temperature must be a float or {routing_iterations} floats (one per "
                          f"iteration), got {len(values)}")
     return [float(v) for v in values]
 
@@ -115,7 +115,7 @@ def e_step(deviation_sq: torch.Tensor, sigma_sq: torch.Tensor, logit: torch.Tens
 
 
 def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
-               beta_a: torch.Tensor, num_iterations: int = 3,
+               beta_a: torch.Tensor, routing_iterations: int = 3,
                inverse_temperature: float | Sequence[float] = DEFAULT_INVERSE_TEMPERATURE,
                eps: float = 1e-8,
                normalise_cost: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -125,7 +125,7 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
         votes: (B, I, J, H) votes :math:`V_{ij}` of every input capsule for every output capsule.
         activations: (B, I) input activations in [0, 1].
         beta_u, beta_a: (J,) the learned cost offsets, one per output capsule type.
-        num_iterations: EM iterations (each an M-step, all but the last followed by an E-step).
+        routing_iterations: EM iterations (each an M-step, all but the last followed by an E-step).
         inverse_temperature: λ, one float or one per iteration. The default, 0.001, keeps
             :math:`\lambda(\beta_a - \sum_h\text{cost})` of order 1 in the 64/8/16/16 network of
             :mod:`capsedu.nets.matrix_capsnet`, whose deeper layers have :math:`\log\sigma^2`
@@ -147,8 +147,8 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
         assignments used in the last M-step.
     """
     _check(votes, activations, beta_u, beta_a)
-    require_int("num_iterations", num_iterations, minimum=1)
-    lambdas = temperatures(inverse_temperature, num_iterations)
+    require_int("routing_iterations", routing_iterations, minimum=1)
+    lambdas = temperatures(inverse_temperature, routing_iterations)
     mu, a_out, R = em_routing_unchecked(votes.transpose(1, 2).contiguous(), activations, beta_u,
                                         beta_a, lambdas, eps, normalise_cost)
     return mu, a_out, R.transpose(1, 2)  # R back to (B, I, J)

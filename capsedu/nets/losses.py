@@ -1,4 +1,9 @@
-r"""Losses: the margin loss (Sabour et al. 2017, Eq. 4) and the reconstruction loss (Section 4.1).
+r"""Losses: the margin loss (Sabour et al. 2017, Eq. 4), the reconstruction loss (Section 4.1)
+and the spread loss of matrix capsules (Hinton, Sabour & Frosst 2018, Section 3.1).
+
+How much each counts in training - the reconstruction weight, the spread loss's margin schedule -
+is the business of the objectives (:mod:`capsedu.training.objectives`); :data:`RECON_WEIGHT`
+is the paper's value, their default.
 
 Shape legend:
     B      batch size
@@ -10,6 +15,8 @@ from __future__ import annotations
 import torch
 
 from capsedu._validate import require_finite, require_labels, require_nonempty_batch, require_tensor
+
+RECON_WEIGHT = 0.0005  # the reconstruction loss's weight in the total loss (Section 4.1)
 
 
 def _as_multi_hot(targets: object, batch: int, num_classes: int) -> torch.Tensor:
@@ -66,7 +73,8 @@ def margin_loss_unchecked(lengths: torch.Tensor, targets: torch.Tensor, m_pos: f
 def reconstruction_loss(recon: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     r"""Sum of squared pixel errors per image, averaged over the batch.
 
-    The paper scales it by 0.0005 in the total loss so that it does not dominate the margin loss.
+    The paper scales it by :data:`RECON_WEIGHT` = 0.0005 in the total loss so that it does not
+    dominate the margin loss.
 
     Args:
         recon: reconstructions, (B, 784) or (B, 1, 28, 28) - any shape with B first.
@@ -81,3 +89,15 @@ def reconstruction_loss(recon: torch.Tensor, images: torch.Tensor) -> torch.Tens
                          f"{tuple(images.shape)}, got {tuple(recon.shape)}")
     diff = recon.reshape(batch, -1) - images.reshape(batch, -1)  # (B, pixels)
     return (diff * diff).sum(dim=1).mean()
+
+
+def spread_loss(activations: torch.Tensor, labels: torch.Tensor, margin: float) -> torch.Tensor:
+    r"""Spread loss :math:`\frac1B\sum_b\sum_{i\ne t}\max(0, m - (a_t - a_i))^2` of activations (B, J)."""
+    require_tensor("activations", activations, ndim=2, shape="(B, J)", floating=True)
+    require_nonempty_batch("activations", activations)
+    require_labels("labels", labels, batch=len(activations), num_classes=activations.shape[1])
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin <= 1:
+        raise ValueError(f"margin must be in (0, 1], got {margin!r}")
+    target = activations.gather(1, labels.view(-1, 1))  # (B, 1)
+    gaps = torch.relu(margin - (target - activations)) ** 2  # (B, J): the target's own term is m^2
+    return (gaps.sum(dim=1) - margin ** 2).mean()

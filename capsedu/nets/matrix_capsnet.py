@@ -1,13 +1,15 @@
 r"""A matrix-capsule network with EM routing (Hinton, Sabour & Frosst 2018), small enough for a CPU.
 
-Layers (the paper's smallNORB network with A, B, C, D = 64, 8, 16, 16, the configuration the
-best-known PyTorch port reports 99.1 % MNIST accuracy for, about 70 k parameters)::
+Layers (the paper's smallNORB network with its widths A, B, C, D = 64, 8, 16, 16 - here
+``conv1_channels``, ``primary_types``, ``conv_caps1_types``, ``conv_caps2_types`` - the
+configuration the best-known PyTorch port reports 99.1 % MNIST accuracy for, about 70 k
+parameters)::
 
-    image (N, 1, 28, 28) --conv 5x5/2, ReLU--> (N, A, 12, 12)
-      --PrimaryMatrixCaps 1x1--> poses (N, B, 12, 12, 16), activations (N, B, 12, 12)
-      --ConvMatrixCaps 3x3/2, EM--> (N, C, 5, 5, 16), (N, C, 5, 5)
-      --ConvMatrixCaps 3x3/1, EM--> (N, D, 3, 3, 16), (N, D, 3, 3)
-      --ClassMatrixCaps (shared W, coordinate addition), EM--> poses (N, 10, 16), activations (N, 10)
+    image (B, 1, 28, 28) --conv 5x5/2, ReLU--> (B, 64, 12, 12)
+      --PrimaryMatrixCaps 1x1--> poses (B, 8, 12, 12, 16), activations (B, 8, 12, 12)
+      --ConvMatrixCaps 3x3/2, EM--> (B, 16, 5, 5, 16), (B, 16, 5, 5)
+      --ConvMatrixCaps 3x3/1, EM--> (B, 16, 3, 3, 16), (B, 16, 3, 3)
+      --ClassMatrixCaps (shared W, coordinate addition), EM--> poses (B, 10, 16), activations (B, 10)
 
 A pose is a 4x4 matrix stored as 16 numbers; a vote is pose @ W, with one 4x4 ``W`` per kernel
 position, input type and output type, shared across the grid (a convolution's weight sharing).
@@ -16,27 +18,26 @@ the paper's convolutional routing also normalises a child's assignments across t
 overlapping patches). The class layer shares ``W`` over positions and adds each capsule's scaled
 (x, y) grid position to the first two entries of its vote's last column (coordinate addition).
 
-Loss: the spread loss :math:`L = \sum_{i \ne t}\max(0, m - (a_t - a_i))^2`, batch mean, with the
-margin ``m`` an explicit attribute (:attr:`MatrixCapsNet.margin`) that :func:`margin_schedule`
-(an epoch callback for :func:`capsedu.fit`) moves from 0.2 to 0.9, as the paper does.
+The network is trained with the spread loss (:func:`capsedu.nets.losses.spread_loss`), its
+margin moved from 0.2 to 0.9 during training as the paper does: that schedule is part of the
+objective (:class:`capsedu.training.objectives.SpreadObjective`), not of the network.
 
 Shape legend:
-    N      batch size;  H, W  grid height and width;  K  kernel size
+    B      batch size;  H, W  grid height and width;  K  kernel size
     T_in, T_out  capsule types in and out;  L  output positions (H' * W')
     I, J   input and output capsules of one routing;  16 = a 4x4 pose
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from capsedu.nets.contract import NetworkConfig
 from capsedu.nets.em_routing import DEFAULT_INVERSE_TEMPERATURE, em_routing_unchecked
-from capsedu.nets.registry import Loss, NetworkConfig
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def _matmul4(poses: torch.Tensor, W: torch.Tensor, spec: str) -> torch.Tensor:
 
 
 class PrimaryMatrixCaps(nn.Module):
-    r"""A 1x1 convolution read as matrix capsules: (N, A, H, W) -> poses (N, T, H, W, 16), activations (N, T, H, W)."""
+    r"""A 1x1 convolution read as matrix capsules: (B, A, H, W) -> poses (B, T, H, W, 16), activations (B, T, H, W)."""
 
     def __init__(self, in_channels: int, types: int) -> None:
         super().__init__()
@@ -72,101 +73,102 @@ class PrimaryMatrixCaps(nn.Module):
         self.activation = nn.Conv2d(in_channels, types, kernel_size=1)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n, _, h, w = x.shape
-        poses = self.pose(x).view(n, self.types, 16, h, w).permute(0, 1, 3, 4, 2)  # (N, T, H, W, 16)
-        return poses, torch.sigmoid(self.activation(x))  # (N, T, H, W)
+        batch, _, h, w = x.shape
+        poses = self.pose(x).view(batch, self.types, 16, h, w).permute(0, 1, 3, 4, 2)  # (B, T, H, W, 16)
+        return poses, torch.sigmoid(self.activation(x))  # (B, T, H, W)
 
 
-class ConvMatrixCaps(nn.Module):
-    r"""K x K convolutional capsules: every output position routes the capsules of its patch by EM."""
+class RoutedCaps(nn.Module):
+    r"""What a layer that routes by EM holds: one λ per iteration and the cost offsets
+    :math:`\beta_u`, :math:`\beta_a` (one per output type).
 
-    def __init__(self, in_types: int, out_types: int, kernel: int, stride: int,
-                 iterations: int, inverse_temperature: float, normalise_cost: bool = False,
-                 beta_a_logit_units: bool = False) -> None:
-        r"""``beta_a_logit_units``: the parameter ``beta_a`` holds :math:`\lambda\beta_a` and routing
-        gets it divided by λ - the same function, but Adam moves the activation offset by about
-        the learning rate in logit units per step, where with λ = 0.001 it would need thousands
-        of steps to move :math:`\beta_a` as far as the activations need."""
+    ``beta_a_logit_units``: the parameter ``beta_a`` holds :math:`\lambda\beta_a` and routing
+    gets it divided by λ - the same function, but Adam moves the activation offset by about the
+    learning rate in logit units per step, where with λ = 0.001 it would need thousands of steps
+    to move :math:`\beta_a` as far as the activations need. :meth:`routing_betas` gives the
+    offsets routing really uses, whichever the units.
+    """
+
+    def __init__(self, routing_iterations: int, inverse_temperature: float, normalise_cost: bool,
+                 beta_a_logit_units: bool) -> None:
         super().__init__()
-        self.kernel, self.stride, self.in_types, self.out_types = kernel, stride, in_types, out_types
-        self.lambdas = [inverse_temperature] * iterations
+        self.lambdas = [inverse_temperature] * routing_iterations
         self.normalise_cost = normalise_cost
         self.beta_a_scale = 1.0 / inverse_temperature if beta_a_logit_units else 1.0
-        self.W = nn.Parameter(0.5 * torch.randn(kernel, kernel, in_types, out_types, 4, 4))
+
+    def _add_betas(self, out_types: int) -> None:
         self.beta_u = nn.Parameter(torch.zeros(out_types))
         self.beta_a = nn.Parameter(torch.zeros(out_types))
 
+    def routing_betas(self) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""``(beta_u, beta_a)`` (J,) each, as :func:`~capsedu.nets.em_routing.em_routing` gets them."""
+        return self.beta_u, self.beta_a * self.beta_a_scale
+
+    def route(self, votes: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""EM routing of votes (B', J, I, 16) weighted by activations (B', I): mu (B', J, 16), a (B', J)."""
+        mu, a_out, _ = em_routing_unchecked(votes, activations, *self.routing_betas(), self.lambdas,
+                                            normalise_cost=self.normalise_cost)
+        return mu, a_out
+
+
+class ConvMatrixCaps(RoutedCaps):
+    r"""K x K convolutional capsules: every output position routes the capsules of its patch by EM."""
+
+    def __init__(self, in_types: int, out_types: int, kernel: int, stride: int,
+                 routing_iterations: int, inverse_temperature: float, normalise_cost: bool = False,
+                 beta_a_logit_units: bool = False) -> None:
+        super().__init__(routing_iterations, inverse_temperature, normalise_cost, beta_a_logit_units)
+        self.kernel, self.stride, self.in_types, self.out_types = kernel, stride, in_types, out_types
+        self.W = nn.Parameter(0.5 * torch.randn(kernel, kernel, in_types, out_types, 4, 4))
+        self._add_betas(out_types)
+
     def _patches(self, x: torch.Tensor) -> torch.Tensor:
-        r"""(N, C, H, W) -> (N, L, K, K, C): the K x K patch of every output position."""
-        n, c = x.shape[:2]
+        r"""(B, C, H, W) -> (B, L, K, K, C): the K x K patch of every output position."""
+        batch, channels = x.shape[:2]
         k = self.kernel
-        cols = F.unfold(x, k, stride=self.stride)  # (N, C*K*K, L)
-        return cols.view(n, c, k, k, -1).permute(0, 4, 2, 3, 1)  # (N, L, K, K, C)
+        cols = F.unfold(x, k, stride=self.stride)  # (B, C*K*K, L)
+        return cols.view(batch, channels, k, k, -1).permute(0, 4, 2, 3, 1)  # (B, L, K, K, C)
 
     def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n, t, h, w, _ = poses.shape
+        batch, t, h, w, _ = poses.shape
         k, out_h, out_w = self.kernel, (h - self.kernel) // self.stride + 1, (w - self.kernel) // self.stride + 1
-        pose_patches = self._patches(poses.permute(0, 1, 4, 2, 3).reshape(n, t * 16, h, w))  # (N, L, K, K, T*16)
-        pose_patches = pose_patches.reshape(n, -1, k, k, t, 16)  # (N, L, K, K, T_in, 16)
-        act_patches = self._patches(activations)  # (N, L, K, K, T_in)
-        votes = _matmul4(pose_patches, self.W, "nlxytpq,xytcqr->nlcxytpr")  # (N, L, T_out, K, K, T_in, 16)
-        votes = votes.reshape(-1, self.out_types, k * k * t, 16)  # (N*L, J, I, 16): routing's layout
-        mu, a_out, _ = em_routing_unchecked(votes, act_patches.reshape(-1, k * k * t),
-                                            self.beta_u, self.beta_a * self.beta_a_scale,
-                                            self.lambdas, normalise_cost=self.normalise_cost)
-        mu = mu.view(n, out_h, out_w, self.out_types, 16).permute(0, 3, 1, 2, 4)  # (N, T_out, H', W', 16)
-        return mu, a_out.view(n, out_h, out_w, self.out_types).permute(0, 3, 1, 2)  # (N, T_out, H', W')
+        pose_patches = self._patches(poses.permute(0, 1, 4, 2, 3).reshape(batch, t * 16, h, w))  # (B, L, K, K, T*16)
+        pose_patches = pose_patches.reshape(batch, -1, k, k, t, 16)  # (B, L, K, K, T_in, 16)
+        act_patches = self._patches(activations)  # (B, L, K, K, T_in)
+        votes = _matmul4(pose_patches, self.W, "nlxytpq,xytcqr->nlcxytpr")  # (B, L, T_out, K, K, T_in, 16)
+        votes = votes.reshape(-1, self.out_types, k * k * t, 16)  # (B*L, J, I, 16): routing's layout
+        mu, a_out = self.route(votes, act_patches.reshape(-1, k * k * t))  # (B*L, J, 16), (B*L, J)
+        mu = mu.view(batch, out_h, out_w, self.out_types, 16).permute(0, 3, 1, 2, 4)  # (B, T_out, H', W', 16)
+        return mu, a_out.view(batch, out_h, out_w, self.out_types).permute(0, 3, 1, 2)  # (B, T_out, H', W')
 
 
-class ClassMatrixCaps(nn.Module):
+class ClassMatrixCaps(RoutedCaps):
     r"""Class capsules: one W per input type shared over the grid, plus coordinate addition."""
 
-    def __init__(self, in_types: int, num_classes: int, iterations: int, inverse_temperature: float,
-                 normalise_cost: bool = False, beta_a_logit_units: bool = False) -> None:
-        super().__init__()
+    def __init__(self, in_types: int, num_classes: int, routing_iterations: int,
+                 inverse_temperature: float, normalise_cost: bool = False,
+                 beta_a_logit_units: bool = False) -> None:
+        super().__init__(routing_iterations, inverse_temperature, normalise_cost, beta_a_logit_units)
         self.num_classes = num_classes
-        self.lambdas = [inverse_temperature] * iterations
-        self.normalise_cost = normalise_cost
-        self.beta_a_scale = 1.0 / inverse_temperature if beta_a_logit_units else 1.0  # as ConvMatrixCaps
         self.W = nn.Parameter(0.5 * torch.randn(in_types, num_classes, 4, 4))
-        self.beta_u = nn.Parameter(torch.zeros(num_classes))
-        self.beta_a = nn.Parameter(torch.zeros(num_classes))
+        self._add_betas(num_classes)
 
     def votes(self, poses: torch.Tensor) -> torch.Tensor:
-        r"""Votes (N, I, J, 16) of poses (N, T, H, W, 16), I = T*H*W, with each capsule's scaled
+        r"""Votes (B, I, J, 16) of poses (B, T, H, W, 16), I = T*H*W, with each capsule's scaled
         (x, y) position added to entries 3 and 7 (the top two of the vote matrix's last column)."""
-        n, t, h, w, _ = poses.shape
-        votes = _matmul4(poses, self.W, "nthwpq,tcqr->nthwcpr")  # (N, T, H, W, J, 16)
+        batch, t, h, w, _ = poses.shape
+        votes = _matmul4(poses, self.W, "nthwpq,tcqr->nthwcpr")  # (B, T, H, W, J, 16)
         rows = (torch.arange(h, dtype=poses.dtype) + 0.5) / h  # (H,) scaled centre of each row
         cols = (torch.arange(w, dtype=poses.dtype) + 0.5) / w  # (W,)
         offset = poses.new_zeros(h, w, 16)  # (H, W, 16): entries 3 and 7 are the last column's top two
         offset[..., 3] = cols.view(1, w)
         offset[..., 7] = rows.view(h, 1)
         votes = votes + offset.view(1, 1, h, w, 1, 16)  # coordinate addition
-        return votes.reshape(n, t * h * w, self.num_classes, 16)  # (N, I, J, 16)
+        return votes.reshape(batch, t * h * w, self.num_classes, 16)  # (B, I, J, 16)
 
     def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        votes = self.votes(poses).transpose(1, 2).contiguous()  # (N, J, I, 16): routing's layout
-        mu, a_out, _ = em_routing_unchecked(votes, activations.reshape(len(poses), -1),
-                                            self.beta_u, self.beta_a * self.beta_a_scale,
-                                            self.lambdas, normalise_cost=self.normalise_cost)
-        return mu, a_out  # (N, J, 16), (N, J)
-
-
-def spread_loss(activations: torch.Tensor, labels: torch.Tensor, margin: float) -> torch.Tensor:
-    r"""Spread loss :math:`\frac1N\sum_n\sum_{i\ne t}\max(0, m - (a_t - a_i))^2` of activations (N, J)."""
-    if activations.dim() != 2 or len(activations) == 0:
-        raise ValueError(f"activations must be (N, J) with N >= 1, got {tuple(activations.shape)}")
-    if (labels.shape != activations.shape[:1] or labels.dtype.is_floating_point
-            or labels.min() < 0 or labels.max() >= activations.shape[1]):
-        raise ValueError(f"labels must be ({len(activations)},) integer classes in [0, "
-                         f"{activations.shape[1]}), got shape {tuple(labels.shape)}, dtype "
-                         f"{labels.dtype}, values {labels.min().item()}..{labels.max().item()}")
-    if not 0 < margin <= 1:
-        raise ValueError(f"margin must be in (0, 1], got {margin}")
-    target = activations.gather(1, labels.view(-1, 1))  # (N, 1)
-    gaps = F.relu(margin - (target - activations)) ** 2  # (N, J): the target's own term is m^2
-    return (gaps.sum(dim=1) - margin ** 2).mean()
+        votes = self.votes(poses).transpose(1, 2).contiguous()  # (B, J, I, 16): routing's layout
+        return self.route(votes, activations.reshape(len(poses), -1))  # (B, J, 16), (B, J)
 
 
 class MatrixCapsNet(nn.Module):
@@ -177,7 +179,10 @@ class MatrixCapsNet(nn.Module):
 
     def __init__(self, config: MatrixCapsConfig | None = None) -> None:
         super().__init__()
-        self.config = config = config or MatrixCapsConfig()
+        config = MatrixCapsConfig() if config is None else config
+        if not isinstance(config, MatrixCapsConfig):
+            raise TypeError(f"config must be a MatrixCapsConfig, got {type(config).__name__}")
+        self.config = config
         r, lam, options = config.routing_iterations, config.inverse_temperature, (
             config.normalise_cost, config.beta_a_logit_units)
         class_lam = lam if config.class_inverse_temperature is None else config.class_inverse_temperature
@@ -186,37 +191,14 @@ class MatrixCapsNet(nn.Module):
         self.caps1 = ConvMatrixCaps(config.primary_types, config.conv_caps1_types, 3, 2, r, lam, *options)
         self.caps2 = ConvMatrixCaps(config.conv_caps1_types, config.conv_caps2_types, 3, 1, r, lam, *options)
         self.classes = ClassMatrixCaps(config.conv_caps2_types, config.num_classes, r, class_lam, *options)
-        self.margin = 0.2  # the spread loss's margin, moved from 0.2 to 0.9 by the training recipe
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Images (N, C, H, W) -> class poses (N, J, 16) and class activations (N, J)."""
-        poses, activations = self.primary(F.relu(self.conv1(x)))  # (N, B, 12, 12, 16), (N, B, 12, 12)
-        poses, activations = self.caps1(poses, activations)  # (N, C, 5, 5, 16), (N, C, 5, 5)
-        poses, activations = self.caps2(poses, activations)  # (N, D, 3, 3, 16), (N, D, 3, 3)
-        return self.classes(poses, activations)  # (N, J, 16), (N, J)
+        r"""Images (B, C, H, W) -> class poses (B, J, 16) and class activations (B, J)."""
+        poses, activations = self.primary(F.relu(self.conv1(x)))  # (B, T, 12, 12, 16), (B, T, 12, 12)
+        poses, activations = self.caps1(poses, activations)  # (B, T, 5, 5, 16), (B, T, 5, 5)
+        poses, activations = self.caps2(poses, activations)  # (B, T, 3, 3, 16), (B, T, 3, 3)
+        return self.classes(poses, activations)  # (B, J, 16), (B, J)
 
     def class_scores(self, x: torch.Tensor) -> torch.Tensor:
-        return self(x)[1]  # (N, J)
-
-    def loss(self, images: torch.Tensor, labels: torch.Tensor) -> Loss:
-        r"""The spread loss at the current :attr:`margin`, and the number of images right."""
-        activations = self(images)[1]  # (N, J)
-        value = spread_loss(activations, labels, self.margin)
-        return Loss(value, (activations.argmax(dim=1) == labels).sum())
-
-
-def margin_schedule(model: MatrixCapsNet, ramp_epochs: int, start: float = 0.2,
-                    end: float = 0.9) -> Callable[[int, dict], None]:
-    r"""An epoch callback for :func:`capsedu.fit`: sets ``model.margin`` to ``start`` now and moves
-    it linearly to ``end`` over ``ramp_epochs`` epochs (the paper: "a small margin of 0.2 ...
-    linearly increased during training to 0.9"), then keeps it there."""
-    if isinstance(ramp_epochs, bool) or not isinstance(ramp_epochs, int) or ramp_epochs < 1:
-        raise ValueError(f"ramp_epochs must be an int >= 1, got {ramp_epochs!r}")
-    if not 0 < start <= end <= 1:
-        raise ValueError(f"start and end must satisfy 0 < start <= end <= 1, got {start}, {end}")
-    model.margin = start
-
-    def callback(epoch: int, history: dict) -> None:
-        model.margin = start + (end - start) * min(epoch / ramp_epochs, 1.0)
-
-    return callback
+        r"""Images (B, C, H, W) -> the class capsules' activations (B, J)."""
+        return self(x)[1]  # (B, J)

@@ -34,6 +34,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from capsedu._numbers import require_int
+
 Cache = dict
 
 
@@ -85,7 +87,7 @@ def squash_backward(dv: np.ndarray, cache: Cache) -> np.ndarray:
 # --- prediction vectors (Eq. 2) -----------------------------------------------------------------
 
 
-def predict(W: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, Cache]:
+def prediction_vectors(W: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, Cache]:
     r""":math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`: W (I, J, D, K), u (B, I, K) -> (B, I, J, D)."""
     _require("W", W, 4, "(I, J, D_out, D_in)")
     _require("u", u, 3, "(B, I, D_in)")
@@ -98,7 +100,7 @@ def predict(W: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, Cache]:
     return np.einsum("ijdk,bik->bijd", W, u, optimize=True), {"W": W, "u": u}
 
 
-def predict_backward(du_hat: np.ndarray, cache: Cache) -> tuple[np.ndarray, np.ndarray]:
+def prediction_vectors_backward(du_hat: np.ndarray, cache: Cache) -> tuple[np.ndarray, np.ndarray]:
     r"""``(dW, du)``: :math:`\partial W_{ij} = \sum_b \partial\hat{\mathbf u}_{j|i}\mathbf u_i^\top`,
     :math:`\partial\mathbf u_i = \sum_j W_{ij}^\top\partial\hat{\mathbf u}_{j|i}`."""
     W, u = cache["W"], cache["u"]
@@ -120,22 +122,21 @@ def softmax_backward(c: np.ndarray, dc: np.ndarray, axis: int = -1) -> np.ndarra
     return c * (dc - (c * dc).sum(axis=axis, keepdims=True))
 
 
-def dynamic_routing(u_hat: np.ndarray, num_iterations: int = 3,
+def dynamic_routing(u_hat: np.ndarray, routing_iterations: int = 3,
                     detach_inner: bool = True) -> tuple[np.ndarray, np.ndarray, Cache]:
     r"""Procedure 1 on ``u_hat`` (B, I, J, D): ``(v, c, cache)``, v (B, J, D), c (B, I, J) of the last iteration."""
     _require("u_hat", u_hat, 4, "(B, I, J, D)")
     if u_hat.shape[0] == 0:
         raise ValueError("u_hat is an empty batch; expected at least one item")
-    if isinstance(num_iterations, bool) or not isinstance(num_iterations, int) or num_iterations < 1:
-        raise ValueError(f"num_iterations must be an int >= 1, got {num_iterations!r}")
+    require_int("routing_iterations", routing_iterations, minimum=1)
     b = np.zeros(u_hat.shape[:3], dtype=u_hat.dtype)  # (B, I, J) log priors
     steps = []
-    for t in range(num_iterations):
+    for t in range(routing_iterations):
         c = softmax(b, axis=2)  # (B, I, J) over the output capsules
         s = np.einsum("bij,bijd->bjd", c, u_hat)  # (B, J, D)  Eq. 2
         v, squashed = squash(s)  # (B, J, D)  Eq. 1
         steps.append({"c": c, "v": v, "squash": squashed})
-        if t < num_iterations - 1:
+        if t < routing_iterations - 1:
             b = b + np.einsum("bijd,bjd->bij", u_hat, v)  # (B, I, J) agreement
     return v, c, {"u_hat": u_hat, "steps": steps, "detach_inner": detach_inner}
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from capsedu._numbers import require_int
 from capsedu.nets import numpy_caps as nc
 
 Params = dict[str, np.ndarray]
@@ -39,8 +40,7 @@ def init_params(num_caps: int = 32, caps_dim: int = 8, num_classes: int = 10, di
     """
     for name, value in (("num_caps", num_caps), ("caps_dim", caps_dim), ("num_classes", num_classes),
                         ("digit_dim", digit_dim), ("pixels", pixels)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        require_int(name, value, minimum=1)
     rng = np.random.default_rng(seed)
     return {"A": rng.normal(0, pixels ** -0.5, (pixels, num_caps * caps_dim)).astype(dtype),
             "a": np.zeros(num_caps * caps_dim, dtype=dtype),
@@ -56,7 +56,7 @@ def _flat_images(params: Params, images: np.ndarray) -> np.ndarray:
     return x
 
 
-def forward(params: Params, images: np.ndarray, targets: np.ndarray, num_iterations: int = 3,
+def forward(params: Params, images: np.ndarray, targets: np.ndarray, routing_iterations: int = 3,
             detach_inner: bool = True) -> tuple[float, np.ndarray, dict]:
     r"""``(loss, lengths, cache)``: the margin loss (Eq. 4), class-capsule lengths (B, J), and what
     :func:`backward` needs. ``targets`` are class indices (B,) or multi-hot (B, J)."""
@@ -64,8 +64,8 @@ def forward(params: Params, images: np.ndarray, targets: np.ndarray, num_iterati
     num_caps, _, _, caps_dim = params["W"].shape
     h = x @ params["A"] + params["a"]  # (B, I*K)
     u, squashed = nc.squash(h.reshape(len(x), num_caps, caps_dim))  # (B, I, K)  Eq. 1
-    u_hat, predicted = nc.predict(params["W"], u)  # (B, I, J, D)  Eq. 2
-    v, _, routed = nc.dynamic_routing(u_hat, num_iterations, detach_inner)  # (B, J, D)
+    u_hat, predicted = nc.prediction_vectors(params["W"], u)  # (B, I, J, D)  Eq. 2
+    v, _, routed = nc.dynamic_routing(u_hat, routing_iterations, detach_inner)  # (B, J, D)
     lengths, measured = nc.capsule_lengths(v)  # (B, J)
     loss, margin = nc.margin_loss(lengths, targets)
     return loss, lengths, {"x": x, "squash": squashed, "predict": predicted, "routing": routed,
@@ -77,12 +77,12 @@ def backward(cache: dict) -> Params:
     dlengths = nc.margin_loss_backward(cache["margin"])  # (B, J)
     dv = nc.capsule_lengths_backward(dlengths, cache["lengths"])  # (B, J, D)
     du_hat = nc.dynamic_routing_backward(dv, cache["routing"])  # (B, I, J, D)
-    dW, du = nc.predict_backward(du_hat, cache["predict"])  # (I, J, D, K), (B, I, K)
+    dW, du = nc.prediction_vectors_backward(du_hat, cache["predict"])  # (I, J, D, K), (B, I, K)
     dh = nc.squash_backward(du, cache["squash"]).reshape(len(du), -1)  # (B, I*K)
     return {"A": cache["x"].T @ dh, "a": dh.sum(axis=0), "W": dW}
 
 
-def predict_lengths(params: Params, images: np.ndarray, num_iterations: int = 3,
+def predict_lengths(params: Params, images: np.ndarray, routing_iterations: int = 3,
                     batch_size: int = 1000) -> np.ndarray:
     r"""Class-capsule lengths (N, J) of ``images``, in batches (no loss, no cache kept)."""
     x = _flat_images(params, images)  # (N, P)
@@ -91,14 +91,14 @@ def predict_lengths(params: Params, images: np.ndarray, num_iterations: int = 3,
     for start in range(0, len(x), batch_size):
         h = x[start:start + batch_size] @ params["A"] + params["a"]  # (B, I*K)
         u, _ = nc.squash(h.reshape(len(h), num_caps, caps_dim))  # (B, I, K)
-        v, _, _ = nc.dynamic_routing(nc.predict(params["W"], u)[0], num_iterations)  # (B, J, D)
+        v, _, _ = nc.dynamic_routing(nc.prediction_vectors(params["W"], u)[0], routing_iterations)  # (B, J, D)
         out.append(nc.capsule_lengths(v)[0])  # (B, J)
     return np.concatenate(out)  # (N, J)
 
 
-def accuracy(params: Params, images: np.ndarray, labels: np.ndarray, num_iterations: int = 3) -> float:
+def accuracy(params: Params, images: np.ndarray, labels: np.ndarray, routing_iterations: int = 3) -> float:
     r"""Share of ``images`` whose longest class capsule is their label."""
-    return float((predict_lengths(params, images, num_iterations).argmax(axis=1) == labels).mean())
+    return float((predict_lengths(params, images, routing_iterations).argmax(axis=1) == labels).mean())
 
 
 class Adam:
@@ -130,7 +130,7 @@ class Adam:
 
 
 def fit(params: Params, images: np.ndarray, labels: np.ndarray, epochs: int, batch_size: int = 64,
-        lr: float = 2e-3, seed: int = 0, num_iterations: int = 3, detach_inner: bool = True,
+        lr: float = 2e-3, seed: int = 0, routing_iterations: int = 3, detach_inner: bool = True,
         on_epoch: Callable[[dict], None] | None = None) -> list[dict]:
     r"""Train ``params`` in place with Adam on shuffled mini-batches; return one record per epoch.
 
@@ -142,8 +142,7 @@ def fit(params: Params, images: np.ndarray, labels: np.ndarray, epochs: int, bat
     x = _flat_images(params, images)  # (N, P)
     if len(x) == 0 or labels.shape != (len(x),):
         raise ValueError(f"labels must be ({len(x)},) class indices for a non-empty images array, got {labels.shape}")
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    require_int("epochs", epochs, minimum=1)
     rng, optimizer = np.random.default_rng(seed), Adam(params, lr=lr)
     history, seconds = [], 0.0
     for epoch in range(1, epochs + 1):
@@ -151,7 +150,7 @@ def fit(params: Params, images: np.ndarray, labels: np.ndarray, epochs: int, bat
         order = rng.permutation(len(x))
         for first in range(0, len(x), batch_size):
             batch = order[first:first + batch_size]
-            loss, _, cache = forward(params, x[batch], labels[batch], num_iterations, detach_inner)
+            loss, _, cache = forward(params, x[batch], labels[batch], routing_iterations, detach_inner)
             optimizer.step(backward(cache))
             losses.append(loss)
         seconds += time.perf_counter() - start

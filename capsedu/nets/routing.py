@@ -3,7 +3,7 @@ r"""Dynamic routing by agreement (Sabour et al. 2017, Procedure 1, Eqs. 2-3) and
 Everything lesson 03 builds lives here: the readable :func:`dynamic_routing` that the lessons
 teach and the fully connected capsule layer :class:`DigitCaps` (prediction vectors, Eq. 2, then
 routing). ``DigitCaps`` runs the same computation through
-:func:`capsedu.nets.routing_fast.predict_and_route`, which never builds the (B, I, J, D)
+:func:`capsedu.nets.routing_fast.factored_routing`, which never builds the (B, I, J, D)
 prediction vectors and is tested equal to :func:`dynamic_routing` in values and gradients.
 
 Shape legend:
@@ -24,11 +24,11 @@ import torch
 from torch import nn
 
 from capsedu._validate import require_finite, require_int, require_nonempty_batch, require_tensor
-from capsedu.nets.routing_fast import predict_and_route
+from capsedu.nets.routing_fast import factored_routing
 from capsedu.nets.squash import squash
 
 
-def dynamic_routing(u_hat: torch.Tensor, num_iterations: int = 3,
+def dynamic_routing(u_hat: torch.Tensor, routing_iterations: int = 3,
                     detach_inner: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Route prediction vectors ``u_hat`` to output capsules (Procedure 1).
 
@@ -43,7 +43,7 @@ def dynamic_routing(u_hat: torch.Tensor, num_iterations: int = 3,
 
     Args:
         u_hat: prediction vectors, (B, I, J, D).
-        num_iterations: routing iterations r >= 1 (the paper uses 3).
+        routing_iterations: routing iterations r >= 1 (the paper uses 3).
         detach_inner: if True, every iteration but the last sees ``u_hat.detach()``, so gradients
             reach ``u_hat`` only through the last iteration (as most open-source CapsNets do);
             if False, gradients flow through all iterations (as the paper's code does).
@@ -55,11 +55,11 @@ def dynamic_routing(u_hat: torch.Tensor, num_iterations: int = 3,
     require_tensor("u_hat", u_hat, ndim=4, shape="(B, I, J, D)", floating=True)
     require_nonempty_batch("u_hat", u_hat)
     require_finite("u_hat", u_hat)
-    require_int("num_iterations", num_iterations, minimum=1)
+    require_int("routing_iterations", routing_iterations, minimum=1)
     u_hat_inner = u_hat.detach() if detach_inner else u_hat
     b = torch.zeros(u_hat.shape[:3], dtype=u_hat.dtype, device=u_hat.device)  # (B, I, J)
-    for iteration in range(num_iterations):
-        last = iteration == num_iterations - 1
+    for iteration in range(routing_iterations):
+        last = iteration == routing_iterations - 1
         u = u_hat if last else u_hat_inner  # (B, I, J, D)
         c = torch.softmax(b, dim=2)  # (B, I, J): each input capsule shares itself among the J outputs
         s = (c.unsqueeze(-1) * u).sum(dim=1)  # (B, J, D)  Eq. 2
@@ -78,18 +78,18 @@ class DigitCaps(nn.Module):
     every checkpoint stay (I, J, D_out, D_in), while the fast path reads it, and gets its gradient,
     without two copies of W a step. With
     ``detach_inner=True`` (the default) the forward pass runs
-    :func:`~capsedu.nets.routing_fast.predict_and_route`, tested equal (values and gradients) to
-    :func:`dynamic_routing` on :meth:`predict`'s output; with ``False``, that readable path itself.
+    :func:`~capsedu.nets.routing_fast.factored_routing`, tested equal (values and gradients) to
+    :func:`dynamic_routing` on :meth:`prediction_vectors`'s output; with ``False``, that readable path itself.
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int,
-                 num_iterations: int = 3, detach_inner: bool = True) -> None:
+                 routing_iterations: int = 3, detach_inner: bool = True) -> None:
         super().__init__()
         for name, value in [("in_caps", in_caps), ("in_dim", in_dim), ("out_caps", out_caps),
-                            ("out_dim", out_dim), ("num_iterations", num_iterations)]:
+                            ("out_dim", out_dim), ("routing_iterations", routing_iterations)]:
             require_int(name, value, minimum=1)
         self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
-        self.num_iterations, self.detach_inner = num_iterations, detach_inner
+        self.routing_iterations, self.detach_inner = routing_iterations, detach_inner
         W = 0.01 * torch.randn(in_caps, out_caps, out_dim, in_dim)  # (I, J, D_out, D_in)
         memory = torch.empty(out_caps, in_dim, in_caps, out_dim)  # (J, D_in, I, D_out)
         self.W = nn.Parameter(memory.permute(2, 0, 3, 1).copy_(W))  # (I, J, D_out, D_in)
@@ -101,21 +101,21 @@ class DigitCaps(nn.Module):
         if tuple(u.shape[1:]) != (self.in_caps, self.in_dim):
             raise ValueError(f"u must have shape {shape}, got {tuple(u.shape)}")
 
-    def predict(self, u: torch.Tensor) -> torch.Tensor:
+    def prediction_vectors(self, u: torch.Tensor) -> torch.Tensor:
         r"""Prediction vectors :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`, (B, I, J, D_out)."""
         self._check_input(u)
         return torch.einsum("ijdk,bik->bijd", self.W, u)  # (B, I, J, D_out)
 
     def forward(self, u: torch.Tensor,
-                num_iterations: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                routing_iterations: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Return output capsules ``v`` (B, J, D_out) and coupling coefficients ``c`` (B, I, J)."""
-        iterations = self.num_iterations if num_iterations is None else num_iterations
-        require_int("num_iterations", iterations, minimum=1)
+        iterations = self.routing_iterations if routing_iterations is None else routing_iterations
+        require_int("routing_iterations", iterations, minimum=1)
         if not self.detach_inner:
-            return dynamic_routing(self.predict(u), iterations, detach_inner=False)
+            return dynamic_routing(self.prediction_vectors(u), iterations, detach_inner=False)
         self._check_input(u)
-        return predict_and_route(self.W, u, iterations)  # (B, J, D_out), (B, I, J)
+        return factored_routing(self.W, u, iterations)  # (B, J, D_out), (B, I, J)
 
     def extra_repr(self) -> str:
         return (f"in_caps={self.in_caps}, in_dim={self.in_dim}, out_caps={self.out_caps}, "
-                f"out_dim={self.out_dim}, num_iterations={self.num_iterations}")
+                f"out_dim={self.out_dim}, routing_iterations={self.routing_iterations}")

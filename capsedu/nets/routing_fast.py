@@ -1,7 +1,7 @@
 r"""The fast path of ``DigitCaps``: prediction vectors (Eq. 2) and Procedure 1 without ever
 materialising :math:`\hat{\mathbf u}`.
 
-:func:`capsedu.dynamic_routing` is the version to read; :func:`predict_and_route` computes the
+:func:`capsedu.dynamic_routing` is the version to read; :func:`factored_routing` computes the
 same ``v`` and ``c`` from ``W`` and ``u`` (tested equal in values and gradients), because every
 quantity Procedure 1 needs factors through :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`:
 
@@ -91,18 +91,18 @@ class _FactoredRouting(torch.autograd.Function):
         return dW, du, None
 
 
-def predict_and_route(W: torch.Tensor, u: torch.Tensor,
-                      num_iterations: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+def factored_routing(W: torch.Tensor, u: torch.Tensor,
+                      routing_iterations: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
     r""":math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i` (Eq. 2) routed by Procedure 1.
 
     Args:
         W: transformation matrices, (I, J, D_out, D_in).
         u: input capsules, (B, I, D_in); shapes are checked by the caller (``DigitCaps``).
-        num_iterations: routing iterations r >= 1.
+        routing_iterations: routing iterations r >= 1.
 
     Returns:
         ``(v, c)``: output capsules (B, J, D_out) and the couplings of the last iteration (B, I, J),
         equal in values and gradients to ``dynamic_routing(einsum("ijdk,bik->bijd", W, u),
-        num_iterations, detach_inner=True)``.
+        routing_iterations, detach_inner=True)``.
     """
-    return _FactoredRouting.apply(W, u, num_iterations)
+    return _FactoredRouting.apply(W, u, routing_iterations)

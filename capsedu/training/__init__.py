@@ -1,2 +1,4 @@
-r"""Training any capsedu network: the loop (:mod:`.loop`), checkpoints (:mod:`.checkpoint`),
-seeding, run profiles and devices (:mod:`.runtime`)."""
+r"""Training any network: what it is trained for (:mod:`.objectives`), the loop (:mod:`.loop`),
+what a trained network says (:mod:`.prediction`), checkpoints (:mod:`.checkpoint`), seeding
+(:mod:`.seeding`), train/eval mode (:mod:`.modes`), run profiles (:mod:`.profile`) and the
+machine (:mod:`.hardware`)."""

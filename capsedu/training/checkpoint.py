@@ -1,10 +1,17 @@
 r"""Saving and loading checkpoints of any capsedu network, safely.
 
 A checkpoint is a plain dict: a format tag and version, the network's ``kind`` and config (see
-:mod:`capsedu.nets.registry`), its state dict, and optional history and metadata. It is written
+:mod:`capsedu.nets.registry`), its state dict, the objective it was trained for
+(:mod:`capsedu.training.objectives`, as a plain dict), and optional history and metadata. It is
+written
 atomically - to a new temporary file in the same folder, flushed to disk, then renamed over the
 target - so an interrupted save never leaves a half-written file behind. Loading uses
 ``torch.load(weights_only=True)``, which refuses to run code hidden in a pickle.
+
+Versions 1 and 2 (before objectives were data) are still read: the reconstruction weight that
+their CapsNet and Efficient-CapsNet configs held becomes the objective's, an EM network's margin
+schedule is read from its recipe, and Efficient-CapsNet's class-capsule ``W`` is turned from
+(I, J, D_in, D) to today's (I, J, D, D_in).
 """
 
 from __future__ import annotations
@@ -17,10 +24,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from capsedu.nets.registry import build_network, check_network
+from capsedu.nets.registry import build_network, check_registered
+from capsedu.training.objectives import (
+    MarginObjective,
+    Objective,
+    SpreadObjective,
+    default_objective,
+    objective_from_dict,
+)
 
 FORMAT = "capsedu-checkpoint"
-VERSION = 2  # version 1 (before network kinds) held only CapsNets and is still read
+VERSION = 3  # 1: only CapsNets; 2: network kinds; 3: the objective stored, not in the config
 
 
 class CheckpointError(ValueError):
@@ -48,18 +62,25 @@ def write_atomically(path: str | os.PathLike, payload: object) -> Path:
     return path
 
 
-def save_checkpoint(path: str | os.PathLike, model: nn.Module, *, history: dict | None = None,
-                    metadata: dict | None = None, half: bool = False) -> Path:
-    r"""Write ``model`` (its kind, config, weights, and optional history/metadata) to ``path``.
+def save_checkpoint(path: str | os.PathLike, model: nn.Module, *, objective: Objective | None = None,
+                    history: dict | None = None, metadata: dict | None = None,
+                    half: bool = False) -> Path:
+    r"""Write ``model`` (its kind, config, weights, the objective it was trained for - by default
+    its kind's - and optional history/metadata) to ``path``.
 
     ``half=True`` stores floating-point weights as float16 (half the size); they are cast back
     to float32 on load.
     """
-    check_network(model)
+    check_registered(model)
+    objective = default_objective(model) if objective is None else objective
+    if objective is not None and not isinstance(objective, Objective):
+        raise TypeError(f"objective must be a capsedu Objective (capsedu.training.objectives), "
+                        f"got {type(objective).__name__}")
     state = {k: (v.detach().cpu().half() if half and v.is_floating_point() else v.detach().cpu())
              for k, v in model.state_dict().items()}
     payload = {"format": FORMAT, "version": VERSION, "kind": model.kind,
                "config": model.config.to_dict(), "state_dict": state,
+               "objective": None if objective is None else objective.to_dict(),
                "history": history or {}, "metadata": metadata or {}}
     return write_atomically(path, payload)
 
@@ -76,10 +97,27 @@ def _read(path: Path, map_location: str | torch.device) -> dict[str, Any]:
                               "with save_checkpoint") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a capsedu checkpoint (no '{FORMAT}' format tag)")
-    if payload.get("version") not in (1, VERSION):
+    if payload.get("version") not in (1, 2, VERSION):
         raise CheckpointError(f"{path} has checkpoint version {payload.get('version')}, "
-                              f"expected 1 or {VERSION}")
-    return payload
+                              f"expected 1 to {VERSION}")
+    return payload if payload["version"] == VERSION else _upgrade(payload)
+
+
+def _upgrade(payload: dict[str, Any]) -> dict[str, Any]:
+    r"""A version 1 or 2 payload in version 3's terms (the module docstring says what moves)."""
+    kind = payload.get("kind", "capsnet")  # version 1 held only CapsNets
+    config = dict(payload.get("config", {}))
+    state = dict(payload.get("state_dict", {}))
+    objective: Objective | None = None
+    if kind in ("capsnet", "efficient"):
+        objective = MarginObjective(recon_weight=config.pop("recon_weight", MarginObjective.recon_weight))
+    if kind == "efficient" and "digits.W" in state:
+        state["digits.W"] = state["digits.W"].transpose(-1, -2).contiguous()  # (I, J, D_in, D) -> (I, J, D, D_in)
+    if kind == "em":
+        ramp = payload.get("metadata", {}).get("recipe", {}).get("margin_ramp_epochs", 0)
+        objective = SpreadObjective(ramp_epochs=ramp)
+    return {**payload, "version": VERSION, "kind": kind, "config": config, "state_dict": state,
+            "objective": None if objective is None else objective.to_dict()}
 
 
 def _mismatch(expected: Any, found: Any) -> str:
@@ -89,7 +127,7 @@ def _mismatch(expected: Any, found: Any) -> str:
 
 
 def _build(path: Path, payload: dict[str, Any], expected_config: Any) -> nn.Module:
-    kind = payload.get("kind", "capsnet")  # version 1 held only CapsNets
+    kind = payload["kind"]
     try:
         model = build_network(kind, payload["config"])
     except (KeyError, TypeError, ValueError) as error:
@@ -108,7 +146,8 @@ def load_checkpoint(path: str | os.PathLike, *, expected_config: Any = None,
     r"""Load a checkpoint written by :func:`save_checkpoint`.
 
     Returns ``(model, info)``: the network of the stored kind, float32, in eval mode, and
-    ``info`` with ``kind``, ``config``, ``history`` and ``metadata``. Raises
+    ``info`` with ``kind``, ``config``, ``objective`` (an
+    :class:`~capsedu.training.objectives.Objective`, or None), ``history`` and ``metadata``. Raises
     :class:`CheckpointError` when the file is missing or corrupt, when its weights do not fit its
     config, or when ``expected_config`` is given and differs from the stored config.
     """
@@ -122,5 +161,7 @@ def load_checkpoint(path: str | os.PathLike, *, expected_config: Any = None,
         raise CheckpointError(f"{path}: weights do not fit the stored config: "
                               f"{str(error).splitlines()[0]}") from None
     model.eval()
+    stored = payload.get("objective")
     return model, {"kind": model.kind, "config": model.config,
+                   "objective": None if stored is None else objective_from_dict(stored),
                    "history": payload.get("history", {}), "metadata": payload.get("metadata", {})}

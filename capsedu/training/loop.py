@@ -1,8 +1,11 @@
-r"""One training loop for every capsedu network: :func:`fit`, :func:`evaluate` and :func:`predict`.
+r"""One training loop for every network: :func:`fit` and :func:`evaluate`.
 
-The loop asks the network for its loss, ``model.loss(images, targets) -> Loss(value, correct)``
-(:mod:`capsedu.nets.registry`), or uses the ``loss_fn`` it is given; it knows nothing else about
-the network. Optimiser: Adam. Learning-rate schedules:
+The loop knows nothing about the network. What it minimises is an *objective*,
+``objective(model, images, targets) -> Loss(value, correct)``: one of
+:mod:`capsedu.training.objectives` (told the epoch, for schedules such as the spread loss's
+margin), any function of that signature, or, when none is given, the network's own
+``loss(images, targets)`` method or its kind's :func:`~capsedu.training.objectives.default_objective`.
+Optimiser: Adam. Learning-rate schedules:
 
 * ``"exponential"`` multiplies the rate by ``lr_decay`` after every epoch. The paper says only
   that it used Adam "with its TensorFlow default parameters, including the exponentially decaying
@@ -30,8 +33,9 @@ import torch
 from tqdm.auto import tqdm
 
 from capsedu._validate import require_int
-from capsedu.nets.registry import Loss, check_network
-from capsedu.training.runtime import eval_mode
+from capsedu.nets.contract import Loss
+from capsedu.training.modes import eval_mode
+from capsedu.training.objectives import Objective, default_objective
 
 Batch = tuple[torch.Tensor, Any]
 LossFn = Callable[[torch.nn.Module, torch.Tensor, Any], Loss]
@@ -52,8 +56,34 @@ def to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
-def _model_loss(model: torch.nn.Module, images: torch.Tensor, targets: Any) -> Loss:
+def _own_loss(model: torch.nn.Module, images: torch.Tensor, targets: Any) -> Loss:
     return model.loss(images, targets)
+
+
+def resolve_objective(model: torch.nn.Module, objective: Objective | LossFn | None) -> Objective | LossFn:
+    r"""``objective`` itself, else the model's ``loss`` method, else its kind's default objective."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if objective is not None:
+        if not callable(objective):
+            raise TypeError(f"objective must be an Objective or a function (model, images, targets) "
+                            f"-> Loss, got {type(objective).__name__}")
+        return objective
+    if callable(getattr(model, "loss", None)):
+        return _own_loss
+    found = default_objective(model)
+    if found is None:
+        raise TypeError(f"{type(model).__name__} has no loss(images, targets) method and no default "
+                        "objective: pass objective= (capsedu.training.objectives, or a function "
+                        "(model, images, targets) -> capsedu.Loss)")
+    return found
+
+
+def _for_epoch(objective: Objective | LossFn, epoch: int) -> LossFn:
+    r"""The loss function of one training epoch: an :class:`Objective` is told the epoch."""
+    if isinstance(objective, Objective):
+        return lambda model, images, targets: objective(model, images, targets, epoch=epoch)
+    return objective
 
 
 def _run_epoch(model: torch.nn.Module, loader: Iterable[Batch], device: torch.device,
@@ -93,15 +123,13 @@ def _length(loader: object) -> int | None:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader: Iterable[Batch], *,
-             device: str | torch.device = "cpu", loss_fn: LossFn | None = None,
+             device: str | torch.device = "cpu", objective: Objective | LossFn | None = None,
              progress: bool = False) -> dict[str, float]:
     r"""Mean loss and accuracy of ``model`` over ``loader``, in eval mode; its mode is restored.
 
-    ``loss_fn(model, images, targets) -> Loss`` defaults to ``model.loss``.
+    ``objective`` as for :func:`fit`; an :class:`Objective` is evaluated in its final form.
     """
-    loss_fn = loss_fn or _model_loss
-    if loss_fn is _model_loss:
-        check_network(model)
+    loss_fn = resolve_objective(model, objective)
     with eval_mode(model), torch.no_grad(), tqdm(total=_length(loader), desc="evaluate",
                                                  disable=not progress, leave=False) as bar:
         return _run_epoch(model, loader, torch.device(device), loss_fn, bar)
@@ -126,7 +154,7 @@ def _scheduler(optimizer: torch.optim.Optimizer, schedule: str, lr: float, lr_de
 
 def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         device: str | torch.device = "cpu", lr: float = 1e-3, lr_decay: float = 0.96,
-        lr_schedule: str = "exponential", loss_fn: LossFn | None = None,
+        lr_schedule: str = "exponential", objective: Objective | LossFn | None = None,
         val_loader: Iterable[Batch] | None = None,
         augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
         optimizer: torch.optim.Optimizer | None = None, progress: bool = True,
@@ -134,7 +162,9 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
     r"""Train ``model`` for ``epochs`` epochs with Adam; return the per-epoch history.
 
     Args:
-        loss_fn: ``loss_fn(model, images, targets) -> Loss``; defaults to ``model.loss``.
+        objective: what to minimise - an :class:`~capsedu.training.objectives.Objective` (told
+            each epoch's number) or a function ``(model, images, targets) -> Loss``; defaults to
+            ``model.loss`` when the model has one, else to its kind's default objective.
         augment: applied to each training batch of images (e.g. :func:`capsedu.random_shift`).
         optimizer: defaults to :func:`default_optimizer` (Adam with learning rate ``lr``).
         lr_schedule: ``"exponential"`` or ``"onecycle"`` (module docstring); ``lr_decay`` is the
@@ -150,9 +180,7 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         threads) and, with ``val_loader``, ``val_loss`` and ``val_accuracy``. The model is left
         in train mode, as training leaves it.
     """
-    loss_fn = loss_fn or _model_loss
-    if loss_fn is _model_loss:
-        check_network(model)
+    objective = resolve_objective(model, objective)
     require_int("epochs", epochs, minimum=1)
     if lr_schedule not in SCHEDULES:
         raise ValueError(f"lr_schedule must be one of {SCHEDULES}, got {lr_schedule!r}")
@@ -168,8 +196,8 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         history["lr"].append(optimizer.param_groups[0]["lr"])
         model.train()
         with tqdm(total=steps, desc=f"epoch {epoch}/{epochs}", disable=not progress) as bar:
-            train = _run_epoch(model, train_loader, device, loss_fn, bar, optimizer, augment,
-                               scheduler if per_batch else None)
+            train = _run_epoch(model, train_loader, device, _for_epoch(objective, epoch), bar,
+                               optimizer, augment, scheduler if per_batch else None)
         history["train_seconds"].append(time.perf_counter() - start)
         history["train_cpu_seconds"].append(time.process_time() - cpu_start)
         history["epoch"].append(epoch)
@@ -178,26 +206,10 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         if not per_batch:
             scheduler.step()
         if val_loader is not None:
-            val = evaluate(model, val_loader, device=device, loss_fn=loss_fn)
+            val = evaluate(model, val_loader, device=device, objective=_for_epoch(objective, epoch))
             history.setdefault("val_loss", []).append(val["loss"])
             history.setdefault("val_accuracy", []).append(val["accuracy"])
         history["seconds"].append(time.perf_counter() - start)
         if on_epoch_end is not None and on_epoch_end(epoch, history):
             break
     return history
-
-
-@torch.no_grad()
-def predict(model: torch.nn.Module, images: torch.Tensor, *, batch_size: int = 100,
-            device: str | torch.device = "cpu") -> torch.Tensor:
-    r"""Predicted classes (N,) of ``images`` (N, C, H, W): the argmax of ``model.class_scores``
-    (capsule lengths for a CapsNet, probabilities for a CNN), in eval mode; the mode is restored."""
-    check_network(model)
-    require_int("batch_size", batch_size, minimum=1)
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or len(images) == 0:
-        raise ValueError(f"images must be a non-empty (N, C, H, W) tensor, got "
-                         f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
-    device = torch.device(device)
-    with eval_mode(model), torch.inference_mode():
-        return torch.cat([model.class_scores(batch.to(device)).argmax(dim=1).cpu()
-                          for batch in images.split(batch_size)])  # (N,)

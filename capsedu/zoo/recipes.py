@@ -1,10 +1,11 @@
 r"""The shipped networks' recipes: what each is and how it is trained (:class:`Recipe`, :data:`RECIPES`).
 
 :mod:`capsedu.zoo.train` trains a recipe (``python -m capsedu.zoo.train NAME``); a recipe is plain
-data - the network's kind and config as a dict, the training data, the optimiser's schedule and
-the augmentation - so that it is stored beside the weights (``NAME.json``) and compared with them
-by the tests. :data:`MULTIMNIST_TEST` fixes the MultiMNIST test pairs every MultiMNIST recipe is
-measured on.
+data - the network's kind and config as a dict, the objective it is trained for as a dict
+(:mod:`capsedu.training.objectives`), the training data, the optimiser's schedule and the
+augmentation - so that it is stored beside the weights (``NAME.json``) and compared with them
+by the tests. Every MultiMNIST recipe is measured on the course's fixed test pairs,
+:data:`capsedu.data.multimnist.MULTIMNIST_TEST`.
 """
 
 from __future__ import annotations
@@ -17,14 +18,23 @@ from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.cnn import CNNConfig
 from capsedu.nets.efficient_capsnet import EfficientCapsConfig
 from capsedu.nets.matrix_capsnet import MatrixCapsConfig
+from capsedu.training.objectives import (
+    CrossEntropyObjective,
+    MarginObjective,
+    MultiLabelObjective,
+    SpreadObjective,
+    TwoDigitObjective,
+)
 
 
 @dataclass(frozen=True)
 class Recipe:
-    r"""How a shipped network is trained. ``config`` is the network config as a plain dict."""
+    r"""How a shipped network is trained. ``config`` is the network config and ``objective`` the
+    training objective (:func:`capsedu.training.objectives.objective_from_dict`), as plain dicts."""
 
     kind: str
     config: dict[str, Any] = field(default_factory=dict)
+    objective: dict[str, Any] = field(default_factory=dict)
     train_data: str = "offline-train"  # load_offline("train"): 4,000 images, 400 per class
     epochs: int = 30
     batch_size: int = 32
@@ -40,31 +50,31 @@ class Recipe:
     # capsedu.data.multimnist.FreshPairs (pairs_per_epoch, max_shift, canvas, merge) - the digits
     # come from train_data, the test pairs from the test split (MULTIMNIST_TEST)
     pairs: dict[str, Any] = field(default_factory=dict)
-    # EM routing (lesson 11): the spread loss's margin goes from 0.2 to 0.9 over this many
-    # epochs (capsedu.nets.matrix_capsnet.margin_schedule); 0 for networks without a margin
-    margin_ramp_epochs: int = 0
 
 
 MULTIMNIST_PAIRS = {"pairs_per_epoch": 60_000, "max_shift": 4, "canvas": 36, "merge": "clip"}
 RECIPES: dict[str, Recipe] = {
-    "capsnet": Recipe(kind="capsnet", config=CapsNetConfig.cpu().to_dict()),
+    "capsnet": Recipe(kind="capsnet", config=CapsNetConfig.cpu().to_dict(),
+                      objective=MarginObjective().to_dict()),
     # lesson 08's baseline: the same data, augmentation, epochs and optimiser as the CapsNet
-    "cnn": Recipe(kind="cnn", config=CNNConfig.cpu().to_dict()),
+    "cnn": Recipe(kind="cnn", config=CNNConfig.cpu().to_dict(), objective=CrossEntropyObjective().to_dict()),
     # lesson 09: two overlapping digits on a 36 x 36 canvas, 60,000 fresh pairs of the 4,000
     # training digits every epoch, 4 primary capsule types (1.6x the pairs/s of 8, about the
     # same accuracy per epoch in 4-epoch runs: README); the CNN baseline gets the same pairs,
     # for the epochs that fit in 20 minutes (about a quarter of the CapsNet's pairs/s here)
     "multimnist": Recipe(kind="capsnet", config=dataclasses.replace(CapsNetConfig.cpu(), image_size=36,
                                                                     primary_types=4).to_dict(),
+                         objective=TwoDigitObjective().to_dict(),
                          epochs=40, batch_size=64, lr=3e-3, max_shift=0, pairs=MULTIMNIST_PAIRS),
     "multimnist_cnn": Recipe(kind="cnn", config=CNNConfig.cpu(image_size=36, multi_label=True).to_dict(),
+                             objective=MultiLabelObjective().to_dict(),
                              epochs=5, max_shift=0, pairs=MULTIMNIST_PAIRS),
-    # lesson 11: the matrix-capsule network with EM routing (64/8/16/16, 2 iterations)
-    "em": Recipe(kind="em", config=MatrixCapsConfig(beta_a_logit_units=True).to_dict(), epochs=32,
-                 batch_size=16, lr=2e-3, margin_ramp_epochs=16),
+    # lesson 11: the matrix-capsule network with EM routing (64/8/16/16, 2 iterations), the
+    # spread loss's margin ramped from 0.2 to 0.9 over the first 16 epochs
+    "em": Recipe(kind="em", config=MatrixCapsConfig(beta_a_logit_units=True).to_dict(),
+                 objective=SpreadObjective(ramp_epochs=16).to_dict(), epochs=32, batch_size=16, lr=2e-3),
     # lesson 12: Efficient-CapsNet, the paper's MNIST network (161,824 parameters + decoder)
-    "efficient": Recipe(kind="efficient", config=EfficientCapsConfig().to_dict(), epochs=30, lr=3e-3),
+    "efficient": Recipe(kind="efficient", config=EfficientCapsConfig().to_dict(),
+                        objective=MarginObjective().to_dict(), epochs=30, lr=3e-3),
 }
 
-
-MULTIMNIST_TEST = {"num_pairs": 10_000, "seed": 0}  # the course's fixed MultiMNIST test set

@@ -1,8 +1,8 @@
 r"""Train shipped networks from their recipes: ``python -m capsedu.zoo.train NAME [NAME...]|all``.
 
 Every shipped network (:mod:`capsedu.zoo.shipped`) has a recipe (:mod:`capsedu.zoo.recipes`): its
-kind and config, its data, and how it is trained (:func:`capsedu.fit` with Adam and a one-cycle
-learning rate). The command trains it reproducibly (seeded), tests it on the official MNIST test
+kind and config, its objective, its data, and how it is trained (:func:`capsedu.fit` with Adam
+and a one-cycle learning rate). The command trains it reproducibly (seeded), tests it on the official MNIST test
 split when one is found (``CAPSEDU_DATA`` or ``--data-root``; otherwise on the offline subset's
 1,000-image test part, which the recipes never train on), writes the checkpoint
 ``capsedu/zoo/weights/NAME.pt`` (or ``--out-dir``) and, beside it, ``NAME.json``: the recipe,
@@ -30,22 +30,35 @@ import torch
 
 from capsedu.data.augment import random_warp
 from capsedu.data.mnist import MNISTData, batch_loader, load_mnist, load_offline, random_shift
-from capsedu.data.multimnist import FreshPairs, MultiMNIST
-from capsedu.nets.matrix_capsnet import margin_schedule
-from capsedu.nets.multi_digit import pair_accuracy
+from capsedu.data.multimnist import MULTIMNIST_TEST, FreshPairs, MultiMNIST
 from capsedu.nets.registry import build_network
 from capsedu.training.checkpoint import load_checkpoint, save_checkpoint
-from capsedu.training.loop import EpochCallback, evaluate, fit
-from capsedu.training.runtime import reuse_large_allocations, set_seed
-from capsedu.zoo.recipes import MULTIMNIST_TEST, RECIPES, Recipe
+from capsedu.training.hardware import reuse_large_allocations
+from capsedu.training.loop import EpochCallback, fit
+from capsedu.training.objectives import Objective, objective_from_dict
+from capsedu.training.prediction import pair_accuracy, predict
+from capsedu.training.seeding import set_seed
+from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import WEIGHTS_DIR, sha256, shipped_paths
 
 
-def test_pairs(test_data: MNISTData, recipe: Recipe) -> MultiMNIST:
+def fixed_test_pairs(test_data: MNISTData, recipe: Recipe) -> MultiMNIST:
     r"""The fixed MultiMNIST test set of a pairs recipe, drawn from ``test_data``."""
     options = {k: v for k, v in recipe.pairs.items() if k != "pairs_per_epoch"}
     return MultiMNIST(test_data, MULTIMNIST_TEST["num_pairs"], seed=MULTIMNIST_TEST["seed"],
                       **options)
+
+
+def recipe_network(recipe: Recipe) -> torch.nn.Module:
+    r"""A fresh network of ``recipe.kind``, its weights drawn after seeding with ``recipe.seed``."""
+    set_seed(recipe.seed)
+    return build_network(recipe.kind, recipe.config)
+
+
+def recipe_objective(recipe: Recipe) -> Objective | None:
+    r"""The objective ``recipe`` names; None (then :func:`capsedu.fit` uses the network's own loss or
+    its kind's default objective) when it names none."""
+    return objective_from_dict(recipe.objective) if recipe.objective else None
 
 
 def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Module | None = None,
@@ -53,17 +66,11 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
                  progress: bool = True) -> tuple[torch.nn.Module, dict[str, list]]:
     r"""A network of ``recipe.kind`` trained by ``recipe``: ``(model, history)``.
 
-    The seed is set before the weights are initialised, so equal recipes give equal runs;
-    a ``model`` passed in (for a callback that needs it) gets those same initial weights.
+    ``model`` is :func:`recipe_network`'s network (built by the caller when a callback needs it
+    before training), else built here: equal recipes give equal runs.
     """
-    generator = set_seed(recipe.seed)
-    fresh = build_network(recipe.kind, recipe.config)
-    if model is None:
-        model = fresh
-    else:
-        model.load_state_dict(fresh.state_dict())
-    if recipe.margin_ramp_epochs:
-        on_epoch_end = _then(margin_schedule(model, recipe.margin_ramp_epochs), on_epoch_end)
+    model = recipe_network(recipe) if model is None else model
+    generator = torch.Generator().manual_seed(recipe.seed)
     augment: Callable[[torch.Tensor], torch.Tensor] | None = None
     batches: Iterable = batch_loader(train_data, recipe.batch_size, generator)
     if recipe.pairs:  # new pairs every epoch; the shifts (and warps) are part of the pairs
@@ -71,7 +78,7 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
                              max_angle=recipe.max_angle, max_scale=recipe.max_scale, **recipe.pairs)
     elif recipe.max_shift > 0 or recipe.max_angle or recipe.max_scale:
         augment = _augmentation(recipe)
-    history = fit(model, batches, epochs=recipe.epochs,
+    history = fit(model, batches, epochs=recipe.epochs, objective=recipe_objective(recipe),
                   lr=recipe.lr, lr_schedule=recipe.lr_schedule, augment=augment,
                   on_epoch_end=on_epoch_end, progress=progress)
     return model, history
@@ -88,30 +95,23 @@ def _augmentation(recipe: Recipe) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda images: shift(turn(images))  # (B, C, H, W)
 
 
-def _then(first: EpochCallback, second: EpochCallback | None) -> EpochCallback:
-    r"""One epoch callback that runs ``first``, then ``second`` (whose answer stops training)."""
-    def callback(epoch: int, history: dict) -> bool | None:
-        first(epoch, history)
-        return None if second is None else second(epoch, history)
-    return callback
-
-
-def test_accuracy(model: torch.nn.Module, test: MNISTData | MultiMNIST) -> dict[str, float]:
+def accuracy_on(model: torch.nn.Module, test: MNISTData | MultiMNIST) -> dict[str, float]:
     r"""``{"accuracy": ...}`` on single digits; on pairs the share with both digits right, and
     ``"at_least_one"``."""
     if isinstance(test, MultiMNIST):
         scores = pair_accuracy(model, test)
         return {"accuracy": scores["both"], "at_least_one": scores["at_least_one"]}
-    return {"accuracy": evaluate(model, batch_loader(test, 100))["accuracy"]}
+    right = predict(model, test.images, batch_size=100) == test.labels  # (N,)
+    return {"accuracy": int(right.sum()) / len(test)}
 
 
-def test_every_epoch(model: torch.nn.Module, test_data: MNISTData | MultiMNIST, *, start: int = 1,
-                     report: Callable[[str], None] | None = None) -> EpochCallback:
+def record_test_accuracy(model: torch.nn.Module, test_data: MNISTData | MultiMNIST, *, start: int = 1,
+                         report: Callable[[str], None] | None = None) -> EpochCallback:
     r"""An ``on_epoch_end`` callback recording test accuracy (and its time) from epoch ``start``."""
     def callback(epoch: int, history: dict) -> None:
         accuracy = None
         if epoch >= start:
-            accuracy = test_accuracy(model, test_data)["accuracy"]
+            accuracy = accuracy_on(model, test_data)["accuracy"]
         history.setdefault("test_accuracy", []).append(accuracy)
         if report is not None:
             shown = "" if accuracy is None else f", test {accuracy:.2%}"
@@ -166,19 +166,19 @@ def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHT
     train_data = load_offline("train")
     test_data: MNISTData | MultiMNIST = load_mnist("test", data_root, download=False)
     if recipe.pairs:
-        test_data = test_pairs(test_data, recipe)
-    model = build_network(recipe.kind, recipe.config)
+        test_data = fixed_test_pairs(test_data, recipe)
+    model = recipe_network(recipe)
     callback = (None if test_from_epoch is None else
-                test_every_epoch(model, test_data, start=test_from_epoch, report=report))
+                record_test_accuracy(model, test_data, start=test_from_epoch, report=report))
     loads = [_load_average()]
     model, history = train_recipe(recipe, train_data, model=model, on_epoch_end=callback,
                                   progress=progress)
     loads.append(_load_average())
     checkpoint, json_path = shipped_paths(name, out_dir)
-    save_checkpoint(checkpoint, model, history=history, half=half,
-                    metadata={"recipe": dataclasses.asdict(recipe)})
+    save_checkpoint(checkpoint, model, objective=recipe_objective(recipe), history=history,
+                    half=half, metadata={"recipe": dataclasses.asdict(recipe)})
     shipped, _ = load_checkpoint(checkpoint)  # measure the weights exactly as they are shipped
-    scores = test_accuracy(shipped, test_data)
+    scores = accuracy_on(shipped, test_data)
     metrics = _metrics(name, recipe, checkpoint, history, train_data, test_data, scores["accuracy"],
                        loads)
     if "at_least_one" in scores:
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
                         help="test after every epoch from this one on (time to 98.0/98.5 %%)")
     parser.add_argument("--float32", action="store_true", help="store float32 instead of float16")
     args = parser.parse_args(argv)
-    reuse_large_allocations()  # EM routing's large tensors: half the step time (runtime.py)
+    reuse_large_allocations()  # EM routing's large tensors: half the step time (hardware.py)
     names = sorted(RECIPES) if "all" in args.names else list(dict.fromkeys(args.names))
     overrides = {k: v for k, v in (("epochs", args.epochs), ("seed", args.seed)) if v is not None}
     results = {}

@@ -55,7 +55,7 @@
 #   if you are stuck. The solution sits between two marker comments (nbgrader's solution markers):
 #   delete it and write your own. The cell after it runs a *check* that prints ✅ or a ❌ with a specific
 #   hint about what is probably wrong.
-# - **Handouts.** For a class, `make student` (or `python -m capsedu.course.handouts`) writes a
+# - **Handouts.** For a class, `make student` (or `python -m coursetools.handouts`) writes a
 #   copy of every lesson to `build/student/` with each solution replaced by a stub — `# YOUR CODE
 #   HERE` and `raise NotImplementedError` — and no outputs. Until you fill a stub in, its check
 #   answers "not written yet" instead of failing with a traceback; cells that use the exercise's

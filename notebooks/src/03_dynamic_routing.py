@@ -92,14 +92,14 @@ print(f"u_hat  {tuple(u_hat.shape)}   (B, I, J, D_out)  one 16-D vote per (i, j)
 print(f"W holds {W.numel():,} weights")
 
 # %% [markdown]
-# `capsedu.DigitCaps` stores the same matrix as its parameter `W`; its `predict` method must give
+# `capsedu.DigitCaps` stores the same matrix as its parameter `W`; its `prediction_vectors` method must give
 # exactly these votes:
 
 # %%
 digit_caps = DigitCaps(I, D_in, J, D_out)
 with torch.no_grad():
     digit_caps.W.copy_(W)
-torch.testing.assert_close(digit_caps.predict(u), u_hat)
+torch.testing.assert_close(digit_caps.prediction_vectors(u), u_hat)
 
 # %% [markdown]
 # ### 2. Procedure 1 as an explicit loop
@@ -119,20 +119,20 @@ torch.testing.assert_close(digit_caps.predict(u), u_hat)
 # it would only change logits nobody reads):
 
 # %%
-def routing_loop(u_hat: torch.Tensor, num_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
+def routing_loop(u_hat: torch.Tensor, routing_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Procedure 1, one capsule at a time. u_hat (B, I, J, D) -> v (B, J, D), c (B, I, J)."""
     batch, num_in, num_out, dim = u_hat.shape
     v = torch.zeros(batch, num_out, dim)
     c = torch.zeros(batch, num_in, num_out)
     for n in range(batch):  # images are routed independently
         b = torch.zeros(num_in, num_out)  # b_ij <- 0
-        for iteration in range(num_iterations):
+        for iteration in range(routing_iterations):
             for i in range(num_in):
                 c[n, i] = torch.softmax(b[i], dim=0)  # Eq. 3: over the outputs j
             for j in range(num_out):
                 s_j = sum(c[n, i, j] * u_hat[n, i, j] for i in range(num_in))  # Eq. 2
                 v[n, j] = squash(s_j)  # Eq. 1
-            if iteration < num_iterations - 1:
+            if iteration < routing_iterations - 1:
                 for i in range(num_in):
                     for j in range(num_out):
                         b[i, j] = b[i, j] + u_hat[n, i, j] @ v[n, j]  # agreement
@@ -154,15 +154,15 @@ def routing_loop(u_hat: torch.Tensor, num_iterations: int) -> tuple[torch.Tensor
 # `softmax_dim` is an argument only so that we can break it on purpose below.
 
 # %%
-def routing_vectorised(u_hat: torch.Tensor, num_iterations: int,
+def routing_vectorised(u_hat: torch.Tensor, routing_iterations: int,
                        softmax_dim: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
     """Procedure 1 with tensor operations. u_hat (B, I, J, D) -> v (B, J, D), c (B, I, J)."""
     b = torch.zeros(u_hat.shape[:3])  # (B, I, J)
-    for iteration in range(num_iterations):
+    for iteration in range(routing_iterations):
         c = torch.softmax(b, dim=softmax_dim)  # (B, I, J)  Eq. 3
         s = (c[..., None] * u_hat).sum(dim=1)  # (B, J, D)  Eq. 2
         v = squash(s, dim=-1)  # (B, J, D)  Eq. 1
-        if iteration < num_iterations - 1:
+        if iteration < routing_iterations - 1:
             b = b + (u_hat * v[:, None]).sum(dim=-1)  # (B, I, J)  agreement
     return v, c
 
@@ -365,7 +365,7 @@ print(f"test accuracy of the trained model: {test_accuracy:.1%}")
 image, label = test_data.images[0], int(test_data.labels[0])
 with torch.no_grad():
     digit_u = model.encode(image[None])  # (1, I, D_in)
-    digit_u_hat = model.digits.predict(digit_u)  # (1, I, J, D_out)
+    digit_u_hat = model.digits.prediction_vectors(digit_u)  # (1, I, J, D_out)
     full = model(image[None], return_couplings=True)
     v3, c3 = dynamic_routing(digit_u_hat, 3)
 torch.testing.assert_close(v3, full.capsules)
@@ -487,13 +487,13 @@ draw_axis_comparison();
 #
 # ### Exercise 1: prediction vectors with `matmul`
 #
-# Write `predict_matmul(W, u)` that returns the votes $\hat{\mathbf u}_{j|i} = \mathbf
+# Write `prediction_vectors_matmul(W, u)` that returns the votes $\hat{\mathbf u}_{j|i} = \mathbf
 # W_{ij}\mathbf u_i$ **without** `einsum`, using the `@` operator and broadcasting. `W` is
 # (I, J, D_out, D_in), `u` is (B, I, D_in), the result (B, I, J, D_out). Hint: make `u` a column
 # vector per (b, i) and give it a J axis of size 1.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def predict_matmul(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+def prediction_vectors_matmul(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     ### BEGIN SOLUTION
     columns = u[:, :, None, :, None]  # (B, I, 1, D_in, 1)
     return (W @ columns).squeeze(-1)  # (I, J, D_out, D_in) @ (B, I, 1, D_in, 1) -> (B, I, J, D_out)
@@ -502,21 +502,21 @@ def predict_matmul(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-_ = check_predictions(predict_matmul)  # prints ✅ or a hint
+_ = check_predictions(prediction_vectors_matmul)  # prints ✅ or a hint
 
 # %% [markdown]
 # ### Exercise 2: watch the coupling coefficients evolve
 #
-# Write `routing_history(u_hat, num_iterations)` that runs Procedure 1 once and returns a list
+# Write `routing_history(u_hat, routing_iterations)` that runs Procedure 1 once and returns a list
 # of the coupling coefficients used in each iteration, `[c_1, ..., c_r]`, each (B, I, J). The
 # first is the uniform $1/J$; entry $k$ must equal the `c` of `dynamic_routing(u_hat, k)`.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def routing_history(u_hat: torch.Tensor, num_iterations: int) -> list[torch.Tensor]:
+def routing_history(u_hat: torch.Tensor, routing_iterations: int) -> list[torch.Tensor]:
     ### BEGIN SOLUTION
     b = torch.zeros(u_hat.shape[:3])  # (B, I, J)
     history = []
-    for _ in range(num_iterations):
+    for _ in range(routing_iterations):
         c = torch.softmax(b, dim=2)  # (B, I, J)
         history.append(c)
         v = squash((c[..., None] * u_hat).sum(dim=1), dim=-1)  # (B, J, D)

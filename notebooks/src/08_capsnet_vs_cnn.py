@@ -64,7 +64,6 @@ from capsedu.explore.equivariance import (capsule_trajectory, feature_trajectory
 from capsedu.explore.figures import image_rows
 from capsedu.explore.transform_explorer import transform_explorer, transform_strip
 from capsedu.zoo.shipped import study
-from capsedu.zoo.recipes import RECIPES
 
 # %%
 capsedu.set_seed(0)
@@ -100,11 +99,10 @@ live = test.subset(min(n_live, len(test)), seed=0)  # class-balanced, seeded
 
 # %%
 print(cnn)
-for name in ("capsnet", "cnn"):
-    recipe = RECIPES[name]
-    same = {k: v for k, v in vars(recipe).items()
-            if k not in ("kind", "config", "pairs", "margin_ramp_epochs")}  # the last two: lessons 09, 11
-    print(f"{name}: {same}")
+for key in ("capsnet", "cnn"):
+    recipe = capsedu.pretrained_metrics(key)["recipe"]  # the recipe that trained the shipped weights
+    same = {k: v for k, v in recipe.items() if k not in ("kind", "config", "objective", "pairs")}
+    print(f"{key}: {same}")
 
 # %% [markdown]
 # Where the parameters are: the CapsNet spends most of its on the decoder, which only helps

@@ -61,8 +61,8 @@ import capsedu
 from capsedu.course.checks.multimnist import check_both_right, check_reconstruct_one
 from capsedu.explore.figures import image_rows
 from capsedu.explore.pairs import pair_accuracy_matrix, pair_explorer, pair_figure, pair_matrix_figure
-from capsedu.nets.multi_digit import pair_hits, two_digit_loss
-from capsedu.zoo.recipes import MULTIMNIST_TEST, RECIPES
+from capsedu.nets.multi_digit import pair_hits
+from capsedu.data.multimnist import MULTIMNIST_TEST
 
 # %%
 capsedu.set_seed(0)
@@ -176,18 +176,19 @@ print(f"a confident softmax on 3 and 5 gives:    p(3) = {probabilities[0, 3]:.3f
 # digit's class, decode, compare with the first digit **alone**; the same for the second; weight
 # the sum of squared errors by 0.0005. The decoder thus has to redraw each digit from its own
 # capsule, with the other digit's ink removed — which is what forces the capsules to separate
-# them. `capsedu.CapsNet.loss` does this whenever its targets are `PairTargets`
-# (`capsedu.nets.multi_digit.two_digit_loss`); here it is written out and compared:
+# them. That is `capsedu.TwoDigitObjective`, the objective the `multimnist` recipe gives
+# `capsedu.fit` (a single-digit CapsNet is trained with `capsedu.MarginObjective`); here it is
+# written out and compared:
 
 # %%
 capsedu.set_seed(0)
-config = capsedu.CapsNetConfig.from_dict(RECIPES["multimnist"].config)  # the shipped network's sizes
+config = capsedu.CapsNetConfig.from_dict(capsedu.pretrained_metrics("multimnist")["recipe"]["config"])  # the shipped sizes
 model = capsedu.CapsNet(config)
 out = model(images)
 by_hand = capsedu.margin_loss(out.lengths, targets.multi_hot) + 0.0005 * sum(
     capsedu.reconstruction_loss(model.decode(out.capsules, targets.labels[:, k]), targets.digits[:, k])
     for k in (0, 1))
-print(f"written out {by_hand.item():.5f}   capsedu {two_digit_loss(model, images, targets).value.item():.5f}")
+print(f"written out {by_hand.item():.5f}   capsedu {capsedu.TwoDigitObjective()(model, images, targets).value.item():.5f}")
 print(f"a 36 x 36 input gives a {config.primary_grid} x {config.primary_grid} grid of primary capsules "
       f"(6 x 6 at 28 x 28); with {config.primary_types} types, {config.num_primary_caps} capsules")
 
@@ -197,14 +198,16 @@ print(f"a 36 x 36 input gives a {config.primary_grid} x {config.primary_grid} gr
 # ### Train for a moment
 #
 # `capsedu.FreshPairs` gives training batches of new pairs every epoch, from a seeded generator
-# (the paper drew 1,000 pairs per digit); `capsedu.fit` takes it like a `DataLoader`.
+# (the paper drew 1,000 pairs per digit); `capsedu.fit` takes it like a `DataLoader`, with the
+# two-digit objective.
 # `capsedu.pair_accuracy` counts the test pairs whose two longest capsules are exactly their
 # two labels (`"both"`) and those with at least one of them right.
 
 # %%
 n_pairs = capsedu.choose(learner=6_000, fast=300)
 history = capsedu.fit(model, capsedu.FreshPairs(train_digits, n_pairs, 32, seed=1), epochs=1,
-                      lr=2e-3, lr_schedule="onecycle", progress=False)
+                      objective=capsedu.TwoDigitObjective(), lr=2e-3, lr_schedule="onecycle",
+                      progress=False)
 few = capsedu.MultiMNIST(test_digits, 1_000, seed=MULTIMNIST_TEST["seed"])
 scores = capsedu.pair_accuracy(model, few)
 print(f"after {n_pairs:,} pairs ({history['train_seconds'][0]:.0f} s): both right "

@@ -188,12 +188,12 @@ print(f"float32, h = 1e-3: largest relative error {check32.max_relative_error:.1
 # uses.** Routing is that rule applied many times over.
 
 # %%
-def my_predict(W: np.ndarray, u: np.ndarray):
+def my_prediction_vectors(W: np.ndarray, u: np.ndarray):
     """W (I, J, D, K), u (B, I, K) -> u_hat (B, I, J, D), cache."""
     return np.einsum("ijdk,bik->bijd", W, u), (W, u)
 
 
-def my_predict_backward(du_hat: np.ndarray, cache):
+def my_prediction_vectors_backward(du_hat: np.ndarray, cache):
     """(dW (I, J, D, K), du (B, I, K)) from du_hat (B, I, J, D)."""
     W, u = cache
     return np.einsum("bijd,bik->ijdk", du_hat, u), np.einsum("bijd,ijdk->bik", du_hat, W)
@@ -318,11 +318,11 @@ def autograd_routing(u_hat: np.ndarray, dv: np.ndarray, r: int, detach_inner: bo
 
 W = rng.normal(0, 0.5, (6, 4, 5, 3))  # (I, J, D, K)
 u = rng.normal(0, 1, (2, 6, 3))  # (B, I, K)
-u_hat, predict_cache = my_predict(W, u)  # (B, I, J, D)
+u_hat, prediction_cache = my_prediction_vectors(W, u)  # (B, I, J, D)
 dv_up = rng.normal(size=(2, 4, 5))  # (B, J, D): some upstream gradient
 _, _, routing_cache = nc.dynamic_routing(u_hat, 3, detach_inner=True)
 du_hat = routing_backward_detached(dv_up, routing_cache)
-dW, du = my_predict_backward(du_hat, predict_cache)
+dW, du = my_prediction_vectors_backward(du_hat, prediction_cache)
 
 W_t, u_t = torch.tensor(W, requires_grad=True), torch.tensor(u, requires_grad=True)
 v_t, _ = capsedu.dynamic_routing(torch.einsum("ijdk,bik->bijd", W_t, u_t), 3, detach_inner=True)
@@ -331,8 +331,8 @@ comparisons = {
     "margin loss + lengths (vs capsedu)": (dv, nc.capsule_lengths_backward(
         nc.margin_loss_backward(nc.margin_loss(nc.capsule_lengths(v)[0], labels)[1]),
         nc.capsule_lengths(v)[1])),
-    "predict: dW (vs autograd)": (dW, W_t.grad.numpy()),
-    "predict: du (vs autograd)": (du, u_t.grad.numpy()),
+    "prediction vectors: dW (vs autograd)": (dW, W_t.grad.numpy()),
+    "prediction vectors: du (vs autograd)": (du, u_t.grad.numpy()),
     "routing, detached (vs autograd)": (du_hat, autograd_routing(u_hat, dv_up, 3, True)),
     "routing, detached (vs capsedu)": (du_hat, nc.dynamic_routing_backward(dv_up, routing_cache)),
 }
@@ -348,12 +348,12 @@ for name, (mine, reference) in comparisons.items():
 
 # %%
 def routed_loss(detach_inner: bool = True) -> float:
-    return float((nc.dynamic_routing(my_predict(W, u)[0], 3, detach_inner)[0] * dv_up).sum())
+    return float((nc.dynamic_routing(my_prediction_vectors(W, u)[0], 3, detach_inner)[0] * dv_up).sum())
 
 
 detached_check = nc.grad_check(routed_loss, {"W": W, "u": u}, {"W": dW, "u": du})
 _, _, full_cache = nc.dynamic_routing(u_hat, 3, detach_inner=False)
-dW_full, du_full = my_predict_backward(nc.dynamic_routing_backward(dv_up, full_cache), predict_cache)
+dW_full, du_full = my_prediction_vectors_backward(nc.dynamic_routing_backward(dv_up, full_cache), prediction_cache)
 full_check = nc.grad_check(routed_loss, {"W": W, "u": u}, {"W": dW_full, "u": du_full})
 print(f"detach_inner=True : largest relative error vs central differences "
       f"{detached_check.max_relative_error:.2f} ({detached_check.worst})")
@@ -580,7 +580,7 @@ for detach in (True, False):  # the best of three runs: the one least disturbed 
 #
 # - Break `my_softmax_backward` on purpose (sum over axis 1) and watch the gradient check of
 #   section 5 fail: how large is the relative error?
-# - Train the NumPy classifier with one routing iteration (`num_iterations=1` in `ncl.fit`): is
+# - Train the NumPy classifier with one routing iteration (`routing_iterations=1` in `ncl.fit`): is
 #   routing worth its cost here?
 # - Make the probe batch float32 in `gradient_agreement`: how close do NumPy and torch stay?
 

@@ -68,7 +68,7 @@ from capsedu.course.checks.em import check_e_step, check_m_step, check_spot_the_
 from capsedu.explore.em import digit_votes, em_explorer, em_figure, em_trace, toy_votes
 from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
-from capsedu.training.runtime import reuse_large_allocations
+from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.train import train_recipe
 
@@ -287,7 +287,8 @@ for name, layer in (("caps1", model.caps1), ("caps2", model.caps2)):
 # %%
 reuse_large_allocations()
 n_train = capsedu.choose(learner=1_000, fast=64)
-recipe = dataclasses.replace(RECIPES["em"], epochs=2, margin_ramp_epochs=1, batch_size=16)
+recipe = dataclasses.replace(RECIPES["em"], epochs=2, batch_size=16,
+                             objective={**RECIPES["em"].objective, "ramp_epochs": 1})
 model, history = train_recipe(recipe, train_digits.subset(n_train, seed=0), progress=False)
 few = test_digits.subset(capsedu.choose(learner=1_000, fast=100), seed=0)
 quick = capsedu.evaluate(model, torch.utils.data.DataLoader(few, batch_size=32))

@@ -295,7 +295,7 @@ print(f"couplings to class {label}: from {float(out.couplings[0, :, label].min()
 # %%
 def class_capsules(images, uniform=False):
     with torch.no_grad():
-        u_hat = shipped.digits.predict(shipped.encode(images))  # (B, I, J, D)
+        u_hat = shipped.digits.prediction_vectors(shipped.encode(images))  # (B, I, J, D)
         if not uniform:
             return self_attention_routing(u_hat, shipped.digits.b)[0]  # (B, J, D)
         weights = 1 / u_hat.shape[2] + shipped.digits.b  # (I, J)

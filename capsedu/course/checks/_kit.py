@@ -6,20 +6,23 @@ r"""The small vocabulary every exercise check is written in.
   it) a failed check also raises :class:`CheckFailed`, so an autograder counts the failure.
 * :func:`call_learner` - runs the learner's function and turns whatever it raises into a hint;
   an unfinished handout stub (``raise NotImplementedError``) gets "not written yet".
-* :func:`close`, :func:`shape_of` - comparisons and descriptions for hints.
-* :func:`probe_capsnet` - a tiny seeded CapsNet with long capsules, made without touching the
-  learner's random state.
+* :func:`close`, :func:`shape_of` - comparisons and descriptions for hints;
+* :func:`diagnose` - a learner's tensor against the right one and the known mistakes.
+
+The checks that need a network to probe the learner's code take it from :mod:`._probe`, so that
+a lesson whose checks need none does not depend on the CapsNet's code.
 
 Shape legend: shapes are those of the check that calls these helpers.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
+
+from capsedu.training.profile import env_flag
 
 GRADING_ENV = "CAPSEDU_GRADING"
 STUB_HINT = ("not written yet: replace `raise NotImplementedError(...)` (between the "
@@ -49,7 +52,7 @@ class CheckResult:
 
 def grading() -> bool:
     r"""True when ``CAPSEDU_GRADING`` is set to 1/true/yes: failed checks raise."""
-    return os.environ.get(GRADING_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+    return env_flag(GRADING_ENV)
 
 
 def passed(message: str, *, quiet: bool = False) -> CheckResult:
@@ -96,19 +99,13 @@ def shape_of(x: object) -> str:
     return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
 
 
-def probe_capsnet(seed: int):
-    r"""A tiny CapsNet (8 conv1 channels, 4 primary types, a 32-unit decoder), eval mode.
-
-    Its weights are drawn with standard deviation 0.1 (larger than at initialisation) so that its
-    capsules are long (0.2-0.3) and the decoder's input, and so its gradients, depend on which
-    capsule the mask keeps. The learner's global random state is left untouched.
-    """
-    from capsedu.nets.capsnet import CapsNet, CapsNetConfig
-
-    with torch.random.fork_rng(devices=[]):
-        model = CapsNet(CapsNetConfig(conv1_channels=8, primary_types=4, decoder_hidden=(32,)))
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(0.1 * torch.randn(parameter.shape, generator=generator))
-    return model.eval()
+def diagnose(result: object, expected: torch.Tensor, mistakes: Iterable[tuple[Callable[[], torch.Tensor], str]],
+             otherwise: str, *, what: str = "a tensor", rtol: float = 1e-5, atol: float = 1e-8) -> str:
+    r"""'' when ``result`` is close to ``expected``; else the hint of the first known mistake
+    (``(make_wrong_answer, hint)``, made only when needed) that it matches, the shape it should
+    have, or ``otherwise``."""
+    if not isinstance(result, torch.Tensor) or result.shape != expected.shape:
+        return f"return {what} of shape {tuple(expected.shape)}, got {shape_of(result)}"
+    if close(result, expected, rtol=rtol, atol=atol):
+        return ""
+    return next((hint for make, hint in mistakes if close(result, make(), rtol=rtol, atol=atol)), otherwise)

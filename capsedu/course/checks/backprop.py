@@ -146,7 +146,7 @@ def check_routing_backward(fn: Callable, *, quiet: bool = False) -> CheckResult:
 # --- the whole classifier, by autograd ------------------------------------------------------------
 
 def torch_gradients(params: dict[str, np.ndarray], images: np.ndarray, targets: np.ndarray,
-                    num_iterations: int = 3, detach_inner: bool = True) -> tuple[float, dict[str, np.ndarray]]:
+                    routing_iterations: int = 3, detach_inner: bool = True) -> tuple[float, dict[str, np.ndarray]]:
     r"""The loss and ``{"A", "a", "W"}`` gradients of the NumPy classifier, computed in float64 by
     autograd through ``capsedu``'s torch pieces (squash, Procedure 1, the margin loss)."""
     weights = {name: torch.tensor(p, dtype=torch.float64, requires_grad=True) for name, p in params.items()}
@@ -155,7 +155,7 @@ def torch_gradients(params: dict[str, np.ndarray], images: np.ndarray, targets: 
     h = x @ weights["A"] + weights["a"]  # (B, I*K)
     u = squash(h.view(len(x), num_caps, caps_dim))  # (B, I, K)
     u_hat = torch.einsum("ijdk,bik->bijd", weights["W"], u)  # (B, I, J, D)
-    v, _ = dynamic_routing(u_hat, num_iterations, detach_inner=detach_inner)  # (B, J, D)
+    v, _ = dynamic_routing(u_hat, routing_iterations, detach_inner=detach_inner)  # (B, J, D)
     lengths = torch.sqrt((v * v).sum(dim=-1) + 1e-8)  # (B, J)
     loss = margin_loss(lengths, torch.as_tensor(targets))
     loss.backward()

@@ -17,7 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from capsedu.course.checks._kit import CheckResult, call_learner, probe_capsnet, shape_of, verdict
+from capsedu.course.checks._kit import CheckResult, call_learner, shape_of, verdict
+from capsedu.course.checks._probe import probe_capsnet
 from capsedu.nets.capsnet import CapsNet, mask_capsules
 from capsedu.nets.losses import margin_loss, reconstruction_loss
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, close, shape_of, verdict
+from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
 
 
 def squash_variant(s: torch.Tensor, *, kind: str = "efficient") -> torch.Tensor:
@@ -47,13 +47,10 @@ def check_efficient_squash(fn: Callable, *, quiet: bool = False) -> CheckResult:
     s = torch.randn(3, 4, 5, generator=generator, dtype=torch.float64) * torch.tensor([0.05, 0.5, 2.0, 8.0],
                                                                                     dtype=torch.float64)[:, None]
     result, hint = call_learner(fn, s.clone(), what="your efficient_squash")
-    if not hint:
-        expected = squash_variant(s)
-        if not isinstance(result, torch.Tensor) or result.shape != s.shape:
-            hint = f"return a tensor of the input's shape {tuple(s.shape)}, got {shape_of(result)}"
-        elif not close(result, expected, rtol=1e-5, atol=1e-7):
-            hint = next((h for kind, h in _SQUASH_MISTAKES if close(result, squash_variant(s, kind=kind))),
-                        "v = (1 - exp(-|s|)) * s / |s|, with |s| the length over the last axis (dim=-1)")
+    hint = hint or diagnose(result, squash_variant(s),
+                            [(lambda kind=kind: squash_variant(s, kind=kind), h) for kind, h in _SQUASH_MISTAKES],
+                            "v = (1 - exp(-|s|)) * s / |s|, with |s| the length over the last axis (dim=-1)",
+                            what="v, the input's shape,", atol=1e-7)
     if not hint:
         zero, _ = call_learner(fn, torch.zeros(2, 3, dtype=torch.float64), what="your efficient_squash")
         if not isinstance(zero, torch.Tensor) or not torch.isfinite(zero).all():
@@ -91,13 +88,9 @@ def check_attention_couplings(fn: Callable, *, quiet: bool = False) -> CheckResu
     generator = torch.Generator().manual_seed(21)
     u_hat = torch.randn(2, 5, 3, 4, generator=generator, dtype=torch.float64)
     result, hint = call_learner(fn, u_hat.clone(), what="your attention_couplings")
-    if not hint:
-        expected = couplings_variant(u_hat)
-        if not isinstance(result, torch.Tensor) or result.shape != expected.shape:
-            hint = f"return c of shape {tuple(expected.shape)} (B, I, J), got {shape_of(result)}"
-        elif not close(result, expected, rtol=1e-5, atol=1e-8):
-            hint = next((h for options, h in _COUPLING_MISTAKES
-                         if close(result, couplings_variant(u_hat, **options), rtol=1e-5, atol=1e-8)),
-                        "c = softmax over j of (sum_k u_hat_{j|i} . u_hat_{j|k}) / sqrt(D)")
+    hint = hint or diagnose(result, couplings_variant(u_hat),
+                            [(lambda o=options: couplings_variant(u_hat, **o), h) for options, h in _COUPLING_MISTAKES],
+                            "c = softmax over j of (sum_k u_hat_{j|i} . u_hat_{j|k}) / sqrt(D)",
+                            what="c (B, I, J)")
     return verdict(hint, "attention_couplings gives each prediction a share that grows with its "
                    "agreement with all the others - in one pass.", quiet=quiet)

@@ -19,7 +19,7 @@ from torchvision.transforms import functional as TF
 from capsedu.course.checks._kit import CheckResult, call_learner, close, shape_of, verdict
 from capsedu.data.mnist import MNISTData
 from capsedu.data.transforms import transform_images
-from capsedu.training.loop import predict
+from capsedu.training.prediction import predict
 
 
 def _probe_digits() -> torch.Tensor:

@@ -31,13 +31,13 @@ def _random_u_hat(batch: int = 2, caps_in: int = 12, caps_out: int = 4, dim: int
     return scale * torch.randn(batch, caps_in, caps_out, dim, generator=generator)  # (B, I, J, D)
 
 
-def _route(u_hat: torch.Tensor, num_iterations: int, *, softmax_dim: int = 2,
+def _route(u_hat: torch.Tensor, routing_iterations: int, *, softmax_dim: int = 2,
            squash_dim: int | None = -1,
            update: str = "add") -> list[tuple[torch.Tensor, torch.Tensor]]:
     r"""Procedure 1 with one knob per typical bug; returns ``(v, c)`` of every iteration."""
     b = torch.zeros(u_hat.shape[:3], dtype=u_hat.dtype)  # (B, I, J)
     steps = []
-    for _ in range(num_iterations):
+    for _ in range(routing_iterations):
         c = torch.softmax(b, dim=softmax_dim)  # (B, I, J)
         s = (c.unsqueeze(-1) * u_hat).sum(dim=1)  # (B, J, D)
         v = s if squash_dim is None else squash(s, dim=squash_dim)  # (B, J, D)
@@ -69,7 +69,7 @@ def _diagnose(v: object, c: object, u_hat: torch.Tensor, r: int) -> str:
     for other in (r - 1, r + 1):
         if other >= 1 and close(v, dynamic_routing(u_hat, other)[0]):
             return (f"your routing ran {other} iterations when asked for {r}: loop exactly "
-                    f"num_iterations times and update b only between iterations")
+                    f"routing_iterations times and update b only between iterations")
     ref_v, ref_c = dynamic_routing(u_hat, r)
     if close(v, ref_v):
         return ("v is right but c is not: return the coupling coefficients used for the last v, "
@@ -98,7 +98,7 @@ def _routing_hint(routing_fn: Callable, u_hat: torch.Tensor) -> str:
 
 def check_routing(routing_fn: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]],
                   *, quiet: bool = False) -> CheckResult:
-    r"""Check ``routing_fn(u_hat, num_iterations) -> (v, c)`` against Procedure 1.
+    r"""Check ``routing_fn(u_hat, routing_iterations) -> (v, c)`` against Procedure 1.
 
     ``u_hat`` is (B, I, J, D); ``v`` must be (B, J, D) and ``c`` (B, I, J), the coupling
     coefficients of the last iteration, for 1, 2 and 3 iterations.
@@ -129,7 +129,7 @@ def _history_hint(history: list, reference: list[torch.Tensor], u_hat: torch.Ten
 
 def check_routing_history(history_fn: Callable[[torch.Tensor, int], list[torch.Tensor]],
                           *, quiet: bool = False) -> CheckResult:
-    r"""Check ``history_fn(u_hat, num_iterations) -> [c_1, ..., c_r]``, each (B, I, J).
+    r"""Check ``history_fn(u_hat, routing_iterations) -> [c_1, ..., c_r]``, each (B, I, J).
 
     Entry ``k`` must equal the coupling coefficients of ``dynamic_routing(u_hat, k)``.
     """

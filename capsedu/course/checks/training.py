@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, probe_capsnet, verdict
+from capsedu.course.checks._kit import CheckResult, call_learner, verdict
+from capsedu.course.checks._probe import probe_capsnet
 from capsedu.nets.capsnet import CapsNet, capsnet_loss
 from capsedu.nets.losses import margin_loss
 from capsedu.training.loop import evaluate

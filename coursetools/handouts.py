@@ -3,8 +3,8 @@ r"""Student copies of the lessons: every solution replaced by a stub, every outp
 Each exercise cell of a lesson holds its reference solution between a ``### BEGIN SOLUTION``
 and a ``### END SOLUTION`` line (CI runs the solutions). For a class, run::
 
-    python -m capsedu.course.handouts                      # all lessons -> build/student/
-    python -m capsedu.course.handouts notebooks/01_squash.ipynb --out handout/
+    python -m coursetools.handouts                      # all lessons -> build/student/
+    python -m coursetools.handouts notebooks/01_squash.ipynb --out handout/
 
 Inside each block the solution becomes ``# YOUR CODE HERE`` and
 ``raise NotImplementedError(...)`` at the block's indentation, so the learner sees where to
@@ -25,7 +25,7 @@ import nbformat
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("write your solution here, then run the check below")'
-LESSONS = Path(__file__).resolve().parents[2] / "notebooks"  # the repository's notebooks/
+LESSONS = Path(__file__).resolve().parents[1] / "notebooks"  # the repository's notebooks/
 
 
 def strip_solutions(source: str) -> str:
@@ -94,7 +94,7 @@ def write_student_copies(sources: Sequence[str | Path], out_dir: str | Path) -> 
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(prog="python -m capsedu.course.handouts", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m coursetools.handouts", description=__doc__.split("\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="lesson .ipynb files (default: every lesson in notebooks/)")
     parser.add_argument("--out", type=Path, default=Path("build/student"), help="output folder")

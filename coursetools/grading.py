@@ -1,7 +1,7 @@
 r"""An nbgrader course built from the lessons: solution cells and autograded check cells.
 
-    python -m capsedu.course.grading --out build/nbgrader          # every lesson, one assignment each
-    python -m capsedu.course.grading 01 04 --out build/nbgrader    # some lessons
+    python -m coursetools.grading --out build/nbgrader          # every lesson, one assignment each
+    python -m coursetools.grading 01 04 --out build/nbgrader    # some lessons
     cd build/nbgrader && nbgrader generate_assignment 01_squash    # then nbgrader as usual
 
 The lesson sources stay as they are: their solutions already sit between nbgrader's own
@@ -26,10 +26,10 @@ from pathlib import Path
 
 import nbformat
 
-from capsedu.course.handouts import BEGIN, LESSONS, unfold
+from coursetools.handouts import BEGIN, LESSONS, unfold
 
 CHECK_CALL = re.compile(r"\bcheck_\w+\(")
-CONFIG = '''"""nbgrader configuration of the capsedu course (written by python -m capsedu.course.grading)."""
+CONFIG = '''"""nbgrader configuration of the capsedu course (written by python -m coursetools.grading)."""
 import os
 
 # Failed checks raise in grading mode, so that nbgrader counts them; grading runs the fast profile.
@@ -103,7 +103,7 @@ def _select(names: Sequence[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(prog="python -m capsedu.course.grading",
+    parser = argparse.ArgumentParser(prog="python -m coursetools.grading",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("lessons", nargs="*", help="lesson numbers or names (default: all)")
     parser.add_argument("--out", type=Path, default=Path("build/nbgrader"), help="course folder")

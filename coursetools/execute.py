@@ -1,13 +1,13 @@
 r"""Execute lessons in the learner profile and record what produced their outputs.
 
-    python -m capsedu.course.execute --stale          # every lesson whose outputs are stale
-    python -m capsedu.course.execute 03 07            # lessons by number (or path)
-    python -m capsedu.course.execute --check          # list the stale lessons; exit 1 if any
-    python -m capsedu.course.execute --all --out-dir /tmp/run   # time every lesson, keep the repo
+    python -m coursetools.execute --stale          # every lesson whose outputs are stale
+    python -m coursetools.execute 03 07            # lessons by number (or path)
+    python -m coursetools.execute --check          # list the stale lessons; exit 1 if any
+    python -m coursetools.execute --all --out-dir /tmp/run   # time every lesson, keep the repo
 
 Each lesson runs top to bottom in a fresh kernel (nbclient, the widget state stored so the book
 can draw it), without ``CAPSEDU_FAST`` (``--fast`` sets it). Its ``.ipynb`` gets the outputs and,
-in ``metadata.capsedu``, the lesson's fingerprint (:mod:`capsedu.course.fingerprint`) and how it
+in ``metadata.capsedu``, the lesson's fingerprint (:mod:`coursetools.fingerprint`) and how it
 was executed (profile, seconds, processor, load average, torch version). A lesson is *stale* when
 its stored fingerprint differs from the current one; the test suite fails on stale lessons. Run
 it with the course's canonical data (``CAPSEDU_DATA`` holding the official test split); it refuses
@@ -28,16 +28,16 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from capsedu.course.fingerprint import (
+from capsedu.training.profile import FAST_ENV
+from coursetools.fingerprint import (
     CANONICAL_DATA,
     data_identity,
     differences,
     lesson_fingerprint,
     stored_fingerprint,
 )
-from capsedu.training.runtime import FAST_ENV
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 PROBE = ("import json, resource\n"
          "_usage = resource.getrusage(resource.RUSAGE_SELF)\n"
          "print('CAPSEDU-KERNEL-USAGE', json.dumps({'peak_rss_mib': _usage.ru_maxrss / 1024, "
@@ -127,7 +127,7 @@ def execute(path: Path, *, fast: bool = False, out_dir: Path | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m capsedu.course.execute",
+    parser = argparse.ArgumentParser(prog="python -m coursetools.execute",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("lessons", nargs="*", help="lesson numbers, names or .ipynb paths")
     group = parser.add_mutually_exclusive_group()
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'; ...' if len(changes) > 4 else ''})")
         if args.check:
             print("all lessons are up to date" if not found else
-                  "re-execute them with `make execute` (python -m capsedu.course.execute --stale)")
+                  "re-execute them with `make execute` (python -m coursetools.execute --stale)")
             return 1 if found else 0
         chosen = list(found)
     for path in chosen:
