@@ -30,9 +30,11 @@ from pathlib import Path
 import torch
 
 import capsedu
+from benchmarks.measure import status_kib
 from capsedu.data.transforms import affnist_like, transform_images
 from capsedu.nets.registry import build_network
 from capsedu.training.hardware import reuse_large_allocations
+from capsedu.training.objectives import objective_from_dict
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.shipped import STUDIES_DIR
 
@@ -64,26 +66,19 @@ def images_per_second(model: torch.nn.Module, images: torch.Tensor, seconds: flo
     return 128 * count / (time.perf_counter() - start)
 
 
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def memory_child(name: str) -> None:
     recipe = RECIPES[name]
     images = torch.rand(recipe.batch_size, 1, 28, 28)
     labels = torch.arange(recipe.batch_size) % 10
     Path("/proc/self/clear_refs").write_text("5")  # reset the peak to the current RSS
-    base = _status_kib("VmRSS")  # torch and capsedu imported, no network yet
-    model = build_network(recipe.kind, recipe.config).train()
+    base = status_kib("VmRSS")  # torch and capsedu imported, no network yet
+    model, objective = build_network(recipe.kind, recipe.config).train(), objective_from_dict(recipe.objective)
     optimiser = torch.optim.Adam(model.parameters(), lr=recipe.lr)
     for _ in range(2):  # the second step has gradients and Adam's state from the first
         optimiser.zero_grad()
-        model.loss(images, labels).value.backward()
+        objective(model, images, labels).value.backward()
         optimiser.step()
-    print((_status_kib("VmHWM") - base) / 1024)
+    print((status_kib("VmHWM") - base) / 1024)
 
 
 def peak_training_mib(name: str) -> float:

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, fields in args.variants.items():
         base = RECIPES["em"]
         recipe = dataclasses.replace(base, epochs=args.epochs, config={**base.config, **fields},
-                                     margin_ramp_epochs=max(1, args.epochs // 2))
+                                     objective={**base.objective, "ramp_epochs": max(1, args.epochs // 2)})
         start = time.perf_counter()
         model, history = train_recipe(recipe, train, progress=False)
         accuracy = evaluate(model, torch.utils.data.DataLoader(test, batch_size=32))["accuracy"]

@@ -27,10 +27,9 @@ import torch
 
 from capsedu.data.mnist import load_mnist, load_offline
 from capsedu.data.multimnist import MultiMNIST
-from capsedu.nets.registry import build_network
 from capsedu.training.prediction import pair_accuracy
 from capsedu.zoo.recipes import RECIPES
-from capsedu.zoo.train import train_recipe
+from capsedu.zoo.train import recipe_network, train_recipe
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     recipe = study_recipe(args)
     options = {k: v for k, v in recipe.pairs.items() if k != "pairs_per_epoch"}
     test = MultiMNIST(load_mnist("test", download=False), args.test_pairs, seed=0, **options)
-    model = build_network(recipe.kind, recipe.config)  # an unknown config field fails here
+    model = recipe_network(recipe)  # seeded as train_recipe would; an unknown config field fails here
     print(f"{args.name}: {sum(p.numel() for p in model.parameters()):,} parameters; epochs "
           f"{recipe.epochs} x {args.pairs_per_epoch:,} pairs, batch {recipe.batch_size}, peak lr "
           f"{recipe.lr:g}, config changes {args.config or 'none'}; load average {os.getloadavg()}")

@@ -364,7 +364,7 @@ result = check_total_loss(total_loss)
 
 # %% [markdown]
 # `capsedu.capsnet_loss(model, images, labels)` computes the same for a batch - it is what
-# `capsedu.fit` minimises:
+# `capsedu.fit` minimises for a CapsNet (its default objective, `capsedu.MarginObjective()`):
 
 # %%
 with torch.no_grad():

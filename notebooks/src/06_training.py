@@ -184,7 +184,9 @@ assert losses[-1] < 0.8 * losses[0], "the loss did not go down on a single batch
 # - `epochs` - passes over the training images;
 # - `device` - where to compute: `"cpu"` here (see *Explore* for a GPU);
 # - `augment` - a function applied to each training batch: `capsedu.random_shift`;
-# - `val_loader` - evaluated after each epoch (no augmentation, no weight updates).
+# - `val_loader` - evaluated after each epoch (no augmentation, no weight updates);
+# - `objective` - what to minimise; a CapsNet's default is `capsedu.MarginObjective()`, the
+#   margin loss plus 0.0005 × the reconstruction loss (`capsedu.capsnet_loss`, lesson 05).
 #
 # It returns a **history**: per-epoch lists of `train_loss`, `train_accuracy`, `val_loss`,
 # `val_accuracy`, `lr` and `seconds`.
@@ -353,9 +355,9 @@ print("default device here:", capsedu.default_device())
 # ### Ideas to try
 #
 # - Train without `augment=capsedu.random_shift` and compare the validation curves.
-# - Train without the reconstruction loss: build the model with
-#   `capsedu.CapsNetConfig.cpu()` replaced by `dataclasses.replace(capsedu.CapsNetConfig.cpu(),
-#   recon_weight=0.0)`. Does accuracy change? Do the reconstructions?
+# - Train without the reconstruction loss: pass `objective=capsedu.MarginObjective(recon_weight=0.0)`
+#   to `capsedu.fit` (the default objective of a CapsNet is `capsedu.MarginObjective()`, with the
+#   paper's weight 0.0005). Does accuracy change? Do the reconstructions?
 # - Train for more epochs and watch the learning rate (`history["lr"]`) shrink.
 # - Try `lr=2e-3, lr_schedule="onecycle"` in `capsedu.fit` (the learning rate rises for the first
 #   20 % of the batches, then anneals to zero): it is the recipe of the network shipped with the
