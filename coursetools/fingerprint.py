@@ -6,7 +6,8 @@ changes nothing, and a changed expression changes the digest:
 
 * ``lesson`` - its code cells (markdown does not change outputs; comments neither), and the
   IPython magics and shell escapes among them;
-* ``modules`` - every ``capsedu`` module that the code really uses: the modules it imports, the
+* ``modules`` - every ``capsedu`` module that the code really uses (a module whose source the
+  code prints - ``inspect.getsource``, ``help``, ``__doc__`` - counts with its whole text): the modules it imports, the
   modules behind the public names it takes from ``capsedu`` (``capsedu.squash`` is
   :mod:`capsedu.nets.squash`: importing ``capsedu`` itself loads nothing, PEP 562), the network
   module of each shipped network it loads, and, from each of them, the modules they import
@@ -189,6 +190,39 @@ def capsedu_names_used(tree: ast.AST) -> set[str]:
     return used
 
 
+SHOWS_SOURCE = {"getsource", "getsourcelines", "getdoc", "help"}
+
+
+def modules_shown(tree: ast.AST, table: dict[str, str]) -> set[str]:
+    r"""capsedu modules whose text the code prints (``inspect.getsource(x)``, ``help(x)``,
+    ``x.__doc__``): their comments and docstrings are part of its outputs."""
+    bound: dict[str, str] = {}  # a name in the lesson -> the capsedu module it is or comes from
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound |= {(a.asname or a.name).split(".")[0]: a.name for a in node.names if a.name.startswith("capsedu")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("capsedu") and node.level == 0:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                bound[a.asname or a.name] = full if _module_file(full) else table.get(a.name, node.module)
+    shown: set[str] = set()
+    for node in ast.walk(tree):
+        target = None
+        if isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in SHOWS_SOURCE:
+            target = node.args[0] if node.args else None
+        elif isinstance(node, ast.Attribute) and node.attr == "__doc__":
+            target = node.value
+        chain = []
+        while isinstance(target, ast.Attribute):
+            chain.insert(0, target.attr)
+            target = target.value
+        if isinstance(target, ast.Name) and target.id in bound:
+            module = bound[target.id]
+            if module == "capsedu" and chain:
+                module = table.get(chain[0], "capsedu")
+            shown.add(module)
+    return shown
+
+
 def _with_parents(name: str) -> list[str]:
     parts = name.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
@@ -310,8 +344,11 @@ def _network_modules(weights: set[str], read: Reader) -> set[str]:
     return {COURSE_NETWORKS[kind].partition(":")[0] for kind in kinds if kind in COURSE_NETWORKS}
 
 
-def _module_digest(name: str, path: Path, used: set[str], read: Reader) -> str:
-    r"""A module's code digest; the top-level package's counts only the public names used."""
+def _module_digest(name: str, path: Path, used: set[str], read: Reader, shown: set[str]) -> str:
+    r"""A module's code digest - its whole text when the lesson prints its source; the top-level
+    package's counts only the public names used."""
+    if name in shown:
+        return digest(read(path).encode())
     if name != "capsedu":
         return code_digest(read(path))
     tree = _without_docstrings(ast.parse(read(path)))
@@ -343,9 +380,10 @@ def lesson_fingerprint(notebook_path: str | os.PathLike, data: dict[str, str] | 
     modules = module_closure(tree, read, extra=_network_modules(weights, read))
     studies = loaded(modules, CALLS_THAT_LOAD_STUDIES, sorted(p.stem for p in STUDIES_DIR.glob("*.json")))
     used = capsedu_names_used(tree)
+    shown = modules_shown(tree, public_names(read))
     return {
         "lesson": digest(f"{code_digest(code, docstrings=True)} {magics(raw)!r}".encode()),
-        "modules": {str(path.relative_to(ROOT)): _module_digest(name, path, used, read)
+        "modules": {str(path.relative_to(ROOT)): _module_digest(name, path, used, read, shown)
                     for name, path in sorted(modules.items())},
         "weights": {name: digest(read(shipped_paths(name)[1]).encode()) for name in sorted(weights)},
         "studies": {name: digest(read(STUDIES_DIR / f"{name}.json").encode())

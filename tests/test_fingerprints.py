@@ -120,6 +120,14 @@ def test_a_docstring_or_comment_edit_stales_no_lesson():
     assert _stale_after(_reader("capsedu/nets/routing.py", comment, comment + " and more")) == []
 
 
+def test_a_comment_in_a_module_whose_source_a_lesson_prints_stales_that_lesson():
+    read = _reader("capsedu/nets/numpy_classifier.py", "    r\"\"\"", "    r\"\"\"Reworded. ")
+    assert _stale_after(read) == ["10"]  # lesson 10 prints inspect.getsource(ncl.backward)
+    tree = ast.parse("import capsedu\nfrom capsedu.nets import squash as sq\nhelp(sq)\nprint(capsedu.fit.__doc__)")
+    assert fingerprint.modules_shown(tree, fingerprint.public_names()) == {"capsedu.nets.squash",
+                                                                           "capsedu.training.loop"}
+
+
 def test_a_code_edit_in_em_routing_stales_the_lessons_that_route_by_em_and_no_other():
     read = _reader("capsedu/nets/em_routing.py", "1.0 / num_out", "0.5 / num_out")
     assert _stale_after(read) == ["11", "12"]

@@ -68,7 +68,7 @@ def forward(params: Params, images: np.ndarray, targets: np.ndarray, routing_ite
     v, _, routed = nc.dynamic_routing(u_hat, routing_iterations, detach_inner)  # (B, J, D)
     lengths, measured = nc.capsule_lengths(v)  # (B, J)
     loss, margin = nc.margin_loss(lengths, targets)
-    return loss, lengths, {"x": x, "squash": squashed, "predict": predicted, "routing": routed,
+    return loss, lengths, {"x": x, "squash": squashed, "prediction_vectors": predicted, "routing": routed,
                            "lengths": measured, "margin": margin}
 
 
@@ -77,7 +77,7 @@ def backward(cache: dict) -> Params:
     dlengths = nc.margin_loss_backward(cache["margin"])  # (B, J)
     dv = nc.capsule_lengths_backward(dlengths, cache["lengths"])  # (B, J, D)
     du_hat = nc.dynamic_routing_backward(dv, cache["routing"])  # (B, I, J, D)
-    dW, du = nc.prediction_vectors_backward(du_hat, cache["predict"])  # (I, J, D, K), (B, I, K)
+    dW, du = nc.prediction_vectors_backward(du_hat, cache["prediction_vectors"])  # (I, J, D, K), (B, I, K)
     dh = nc.squash_backward(du, cache["squash"]).reshape(len(du), -1)  # (B, I*K)
     return {"A": cache["x"].T @ dh, "a": dh.sum(axis=0), "W": dW}
 
