@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.lessons)
         elif not any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture
+def all_threads():
+    """torch's own thread count for a test that runs whole networks over thousands of images
+    (the unit tests' single thread is restored after it)."""
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    yield
+    torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -84,7 +84,7 @@ def test_missing_and_inconsistent_files_give_clear_errors(weights_copy):
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_stored_accuracy_is_what_the_stored_weights_score(shared_data, name):
+def test_stored_accuracy_is_what_the_stored_weights_score(shared_data, name, all_threads):
     """Re-measure the recorded accuracy on the whole official test split (MultiMNIST networks:
     on the course's fixed 10,000 test pairs drawn from it)."""
     test = load_mnist("test", root=shared_data, download=False, verbose=False)
@@ -99,7 +99,8 @@ def test_stored_accuracy_is_what_the_stored_weights_score(shared_data, name):
         return
     reuse_large_allocations()  # EM routing's large tensors (capsedu.training.hardware)
     loader = torch.utils.data.DataLoader(test, batch_size=100)
-    accuracy = capsedu.evaluate(pretrained(name), loader)["accuracy"]
+    with torch.inference_mode():
+        accuracy = capsedu.evaluate(pretrained(name), loader)["accuracy"]
     assert accuracy == pytest.approx(metrics["test_accuracy"], abs=1e-4)
 
 
