@@ -38,6 +38,7 @@ from capsedu.data.mnist import MNISTData, translate
 
 MERGES = ("clip", "max")
 MULTIMNIST_TEST = {"num_pairs": 10_000, "seed": 0}  # the course's fixed test set, from the official test split
+MULTIMNIST_VALIDATION = {"num_pairs": 10_000, "seed": 1}  # from the validation split (capsedu.data.splits)
 NUM_CLASSES = 10  # MNIST's digits: the multi-hot targets have one entry per digit class
 
 

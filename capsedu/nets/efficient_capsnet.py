@@ -97,8 +97,9 @@ class SelfAttentionCaps(nn.Module):
         return torch.einsum("bik,ijdk->bijd", u, self.W)  # (B, I, J, D)
 
     def forward(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Class capsules ``v`` (B, J, D) and coupling coefficients ``c`` (B, I, J)."""
-        return self_attention_routing_unchecked(self.prediction_vectors(u), self.b)
+        r"""Class capsules ``v`` (B, J, D) and coupling coefficients ``c`` (B, I, J), routed in float32."""
+        with torch.autocast(u.device.type, enabled=False):
+            return self_attention_routing_unchecked(self.prediction_vectors(u.float()), self.b)
 
     def extra_repr(self) -> str:
         return (f"in_caps={self.in_caps}, in_dim={self.in_dim}, out_caps={self.out_caps}, "

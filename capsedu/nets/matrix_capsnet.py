@@ -105,9 +105,11 @@ class RoutedCaps(nn.Module):
         return self.beta_u, self.beta_a * self.beta_a_scale
 
     def route(self, votes: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""EM routing of votes (B', J, I, 16) weighted by activations (B', I): mu (B', J, 16), a (B', J)."""
-        mu, a_out, _ = em_routing_unchecked(votes, activations, *self.routing_betas(), self.lambdas,
-                                            normalise_cost=self.normalise_cost)
+        r"""EM routing of votes (B', J, I, 16) weighted by activations (B', I): mu (B', J, 16), a (B', J),
+        in float32 (also under autocast: variances and logarithms need its range)."""
+        with torch.autocast(votes.device.type, enabled=False):
+            mu, a_out, _ = em_routing_unchecked(votes.float(), activations.float(), *self.routing_betas(),
+                                                self.lambdas, normalise_cost=self.normalise_cost)
         return mu, a_out
 
 

@@ -111,10 +111,12 @@ class DigitCaps(nn.Module):
         r"""Return output capsules ``v`` (B, J, D_out) and coupling coefficients ``c`` (B, I, J)."""
         iterations = self.routing_iterations if routing_iterations is None else routing_iterations
         require_int("routing_iterations", iterations, minimum=1)
-        if not self.detach_inner:
-            return dynamic_routing(self.prediction_vectors(u), iterations, detach_inner=False)
-        self._check_input(u)
-        return factored_routing(self.W, u, iterations)  # (B, J, D_out), (B, I, J)
+        with torch.autocast(u.device.type, enabled=False):  # routing in float32, also under autocast
+            u = u.float()
+            if not self.detach_inner:
+                return dynamic_routing(self.prediction_vectors(u), iterations, detach_inner=False)
+            self._check_input(u)
+            return factored_routing(self.W, u, iterations)  # (B, J, D_out), (B, I, J)
 
     def extra_repr(self) -> str:
         return (f"in_caps={self.in_caps}, in_dim={self.in_dim}, out_caps={self.out_caps}, "

@@ -1,10 +1,12 @@
-r"""The machine: which device to train on and how the process allocates memory."""
+r"""The machine: which device to train on, whether it computes in bfloat16, and how the process
+allocates memory."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import sys
+from pathlib import Path
 
 import torch
 
@@ -18,6 +20,30 @@ def default_device() -> torch.device:
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo's names of the bfloat16 instructions
+
+
+def bfloat16_problem(device: str | torch.device) -> str:
+    r"""'' when ``device`` computes in bfloat16 natively, else why not (in words).
+
+    On a CPU that means AVX-512 BF16 or AMX (read from ``/proc/cpuinfo``; elsewhere from oneDNN):
+    without them PyTorch emulates bfloat16 with float32 instructions, slower than float32 itself.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        return "" if torch.cuda.is_bf16_supported() else "this GPU has no bfloat16 arithmetic"
+    if device.type != "cpu":
+        return f"bfloat16 autocast is not offered on {device.type} by capsedu"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        flags = set(cpuinfo.read_text().split())
+        found = [flag for flag in BF16_CPU_FLAGS if flag in flags]
+        return "" if found else ("this CPU has neither AVX-512 BF16 nor AMX (no avx512_bf16 or amx_bf16 "
+                                 "in /proc/cpuinfo): bfloat16 would be emulated, slower than float32")
+    supported = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return "" if supported else "oneDNN reports no bfloat16 support on this CPU"
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, <malloc.h>

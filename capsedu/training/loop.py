@@ -15,6 +15,12 @@ Optimiser: Adam. Learning-rate schedules:
 * ``"onecycle"`` rises to ``lr`` over the first 20 % of the batches, then anneals to ~0 by the
   last batch (stepped every batch): the recipe of the shipped networks.
 
+``precision="bfloat16"`` runs each training batch's forward pass under ``torch.autocast``
+(convolutions and linear layers in bfloat16; the capsule layers route in float32, and the
+losses stay in float32), where the machine computes bfloat16 natively
+(:func:`~capsedu.training.hardware.bfloat16_problem`); elsewhere it warns, naming why, and trains
+in float32. Evaluation is always float32.
+
 The default optimiser is ``torch.optim.Adam`` with ``fused=True`` on CPUs and CUDA GPUs: one
 kernel updates every parameter (the same algorithm as the per-parameter loop, with fewer
 passes over memory; ``benchmarks/fit_speed.py`` measures what it saves).
@@ -25,7 +31,9 @@ Shape legend:
 
 from __future__ import annotations
 
+import contextlib
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -34,6 +42,7 @@ from tqdm.auto import tqdm
 
 from capsedu._validate import require_int
 from capsedu.nets.contract import Loss
+from capsedu.training.hardware import bfloat16_problem
 from capsedu.training.modes import eval_mode
 from capsedu.training.objectives import Objective, default_objective
 
@@ -41,6 +50,7 @@ Batch = tuple[torch.Tensor, Any]
 LossFn = Callable[[torch.nn.Module, torch.Tensor, Any], Loss]
 EpochCallback = Callable[[int, dict], "bool | None"]
 SCHEDULES = ("exponential", "onecycle")
+PRECISIONS = ("float32", "bfloat16")
 
 
 def to_device(value: Any, device: torch.device) -> Any:
@@ -89,14 +99,17 @@ def _for_epoch(objective: Objective | LossFn, epoch: int) -> LossFn:
 def _run_epoch(model: torch.nn.Module, loader: Iterable[Batch], device: torch.device,
                loss_fn: LossFn, bar: tqdm, optimizer: torch.optim.Optimizer | None = None,
                augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
-               batch_scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> dict:
+               batch_scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+               precision: str = "float32") -> dict:
     r"""One pass over ``loader``; trains when ``optimizer`` is given. Mean loss and accuracy."""
     total_loss, correct, seen = 0.0, 0, 0
     for images, targets in loader:
         images, targets = to_device(images, device), to_device(targets, device)
         if optimizer is not None and augment is not None:
             images = augment(images)
-        loss, right = loss_fn(model, images, targets)
+        with _autocast(device, precision):
+            loss, right = loss_fn(model, images, targets)
+        loss = loss.float()
         if optimizer is not None:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -115,6 +128,24 @@ def _run_epoch(model: torch.nn.Module, loader: Iterable[Batch], device: torch.de
     if seen == 0:
         raise ValueError("the data loader yielded no batches; expected at least one (images, targets)")
     return {"loss": total_loss / seen, "accuracy": correct / seen}
+
+
+def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    if precision == "float32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def _precision(requested: str, device: torch.device) -> str:
+    r"""The precision ``fit`` trains in: ``requested``, or float32 with a warning saying why."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {requested!r}")
+    problem = bfloat16_problem(device) if requested == "bfloat16" else ""
+    if problem:
+        warnings.warn(f"precision='bfloat16' asked for, but {problem}; training in float32",
+                      RuntimeWarning, stacklevel=3)
+        return "float32"
+    return requested
 
 
 def _length(loader: object) -> int | None:
@@ -157,8 +188,8 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         lr_schedule: str = "exponential", objective: Objective | LossFn | None = None,
         val_loader: Iterable[Batch] | None = None,
         augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        optimizer: torch.optim.Optimizer | None = None, progress: bool = True,
-        on_epoch_end: EpochCallback | None = None) -> dict[str, list]:
+        optimizer: torch.optim.Optimizer | None = None, precision: str = "float32",
+        progress: bool = True, on_epoch_end: EpochCallback | None = None) -> dict[str, list]:
     r"""Train ``model`` for ``epochs`` epochs with Adam; return the per-epoch history.
 
     Args:
@@ -169,6 +200,8 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         optimizer: defaults to :func:`default_optimizer` (Adam with learning rate ``lr``).
         lr_schedule: ``"exponential"`` or ``"onecycle"`` (module docstring); ``lr_decay`` is the
             per-epoch factor of the first and is ignored by the second.
+        precision: ``"float32"`` or ``"bfloat16"`` (mixed precision where the machine has it;
+            module docstring).
         progress: show a ``tqdm.auto`` progress bar (a widget in Jupyter, text elsewhere).
         on_epoch_end: called as ``on_epoch_end(epoch, history)`` after each epoch (and its
             validation); returning True stops training early.
@@ -177,7 +210,8 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         Per-epoch lists: ``epoch``, ``train_loss``, ``train_accuracy``, ``lr`` (at the epoch's
         start), ``seconds`` (wall time, validation included), ``train_seconds`` (the training
         pass alone), ``train_cpu_seconds`` (process CPU time of the training pass, all
-        threads) and, with ``val_loader``, ``val_loss`` and ``val_accuracy``. The model is left
+        threads), ``precision`` (what each epoch trained in) and, with ``val_loader``,
+        ``val_loss`` and ``val_accuracy``. The model is left
         in train mode, as training leaves it.
     """
     objective = resolve_objective(model, objective)
@@ -185,22 +219,25 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
     if lr_schedule not in SCHEDULES:
         raise ValueError(f"lr_schedule must be one of {SCHEDULES}, got {lr_schedule!r}")
     device = torch.device(device)
+    precision = _precision(precision, device)
     model.to(device)
     optimizer = optimizer or default_optimizer(model, lr, device)
     steps = _length(train_loader)
     scheduler, per_batch = _scheduler(optimizer, lr_schedule, lr, lr_decay, epochs, steps)
     history: dict[str, list] = {key: [] for key in ("epoch", "train_loss", "train_accuracy", "lr",
-                                                    "seconds", "train_seconds", "train_cpu_seconds")}
+                                                    "seconds", "train_seconds", "train_cpu_seconds",
+                                                    "precision")}
     for epoch in range(1, epochs + 1):
         start, cpu_start = time.perf_counter(), time.process_time()
         history["lr"].append(optimizer.param_groups[0]["lr"])
         model.train()
         with tqdm(total=steps, desc=f"epoch {epoch}/{epochs}", disable=not progress) as bar:
             train = _run_epoch(model, train_loader, device, _for_epoch(objective, epoch), bar,
-                               optimizer, augment, scheduler if per_batch else None)
+                               optimizer, augment, scheduler if per_batch else None, precision)
         history["train_seconds"].append(time.perf_counter() - start)
         history["train_cpu_seconds"].append(time.process_time() - cpu_start)
         history["epoch"].append(epoch)
+        history["precision"].append(precision)
         history["train_loss"].append(train["loss"])
         history["train_accuracy"].append(train["accuracy"])
         if not per_batch:

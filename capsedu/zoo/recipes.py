@@ -35,7 +35,7 @@ class Recipe:
     kind: str
     config: dict[str, Any] = field(default_factory=dict)
     objective: dict[str, Any] = field(default_factory=dict)
-    train_data: str = "offline-train"  # load_offline("train"): 4,000 images, 400 per class
+    train_data: str = "train"  # capsedu.data.splits: the 55,000 official training images without the offline subset
     epochs: int = 30
     batch_size: int = 32
     lr: float = 2e-3
@@ -46,6 +46,7 @@ class Recipe:
     max_angle: float = 0.0
     max_scale: float = 0.0
     seed: int = 0
+    precision: str = "float32"  # or "bfloat16" (capsedu.fit: mixed precision where the CPU has it)
     # MultiMNIST (lesson 09): empty for single digits; otherwise the options of
     # capsedu.data.multimnist.FreshPairs (pairs_per_epoch, max_shift, canvas, merge) - the digits
     # come from train_data, the test pairs from the test split (MULTIMNIST_TEST)

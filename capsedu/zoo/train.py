@@ -2,12 +2,17 @@ r"""Train shipped networks from their recipes: ``python -m capsedu.zoo.train NAM
 
 Every shipped network (:mod:`capsedu.zoo.shipped`) has a recipe (:mod:`capsedu.zoo.recipes`): its
 kind and config, its objective, its data, and how it is trained (:func:`capsedu.fit` with Adam
-and a one-cycle learning rate). The command trains it reproducibly (seeded), tests it on the official MNIST test
-split when one is found (``CAPSEDU_DATA`` or ``--data-root``; otherwise on the offline subset's
-1,000-image test part, which the recipes never train on), writes the checkpoint
-``capsedu/zoo/weights/NAME.pt`` (or ``--out-dir``) and, beside it, ``NAME.json``: the recipe,
-the data, test accuracy per epoch (with ``--test-from-epoch``), wall and CPU time, the 1-, 5-
-and 15-minute load averages before and after training, and the checkpoint's SHA-256.
+and a one-cycle learning rate). The command trains it reproducibly (seeded) on the three splits
+of :mod:`capsedu.data.splits`: it learns from the 55,000-image train split, is measured on the
+5,000-image validation split after every epoch (the curve every recipe choice is made on), and
+on the official test split once, at the end, with the weights exactly as shipped. It writes the
+checkpoint ``capsedu/zoo/weights/NAME.pt`` (or ``--out-dir``) and, beside it, ``NAME.json``: the
+recipe, each split's source and size, the validation and test accuracy with their standard
+errors, the validation accuracy per epoch and the time it took to reach 98, 98.5, 99 and 99.5 %,
+wall and CPU time, the 1-, 5- and 15-minute load averages before and after training, the tries
+made on validation before this recipe (``capsedu/zoo/studies/tries.json``, written by
+``python -m benchmarks.recipe_search``) and the checkpoint's SHA-256. Without the official
+training files (``CAPSEDU_DATA``) it stops and says so.
 
 Shape legend:
     N      number of images
@@ -29,8 +34,9 @@ from typing import Any
 import torch
 
 from capsedu.data.augment import random_warp
-from capsedu.data.mnist import MNISTData, batch_loader, load_mnist, load_offline, random_shift
-from capsedu.data.multimnist import MULTIMNIST_TEST, FreshPairs, MultiMNIST
+from capsedu.data.mnist import MNISTData, batch_loader, random_shift
+from capsedu.data.multimnist import MULTIMNIST_TEST, MULTIMNIST_VALIDATION, FreshPairs, MultiMNIST
+from capsedu.data.splits import load_split
 from capsedu.nets.registry import build_network
 from capsedu.training.checkpoint import load_checkpoint, save_checkpoint
 from capsedu.training.hardware import reuse_large_allocations
@@ -38,15 +44,18 @@ from capsedu.training.loop import EpochCallback, fit
 from capsedu.training.objectives import Objective, objective_from_dict
 from capsedu.training.prediction import pair_accuracy, predict
 from capsedu.training.seeding import set_seed
+from capsedu.training.uncertainty import standard_error
 from capsedu.zoo.recipes import RECIPES, Recipe
-from capsedu.zoo.shipped import WEIGHTS_DIR, sha256, shipped_paths
+from capsedu.zoo.shipped import STUDIES_DIR, WEIGHTS_DIR, sha256, shipped_paths
+
+THRESHOLDS = (0.98, 0.985, 0.99, 0.995)  # validation accuracies whose time to reach is recorded
 
 
-def fixed_test_pairs(test_data: MNISTData, recipe: Recipe) -> MultiMNIST:
-    r"""The fixed MultiMNIST test set of a pairs recipe, drawn from ``test_data``."""
+def fixed_pairs(digits: MNISTData, recipe: Recipe, fixed: dict[str, int] = MULTIMNIST_TEST) -> MultiMNIST:
+    r"""The fixed MultiMNIST pairs of a pairs recipe drawn from ``digits``: by default the course's
+    test pairs (from the test split); ``MULTIMNIST_VALIDATION`` for the validation pairs."""
     options = {k: v for k, v in recipe.pairs.items() if k != "pairs_per_epoch"}
-    return MultiMNIST(test_data, MULTIMNIST_TEST["num_pairs"], seed=MULTIMNIST_TEST["seed"],
-                      **options)
+    return MultiMNIST(digits, fixed["num_pairs"], seed=fixed["seed"], **options)
 
 
 def recipe_network(recipe: Recipe) -> torch.nn.Module:
@@ -80,7 +89,7 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
         augment = _augmentation(recipe)
     history = fit(model, batches, epochs=recipe.epochs, objective=recipe_objective(recipe),
                   lr=recipe.lr, lr_schedule=recipe.lr_schedule, augment=augment,
-                  on_epoch_end=on_epoch_end, progress=progress)
+                  precision=recipe.precision, on_epoch_end=on_epoch_end, progress=progress)
     return model, history
 
 
@@ -105,25 +114,22 @@ def accuracy_on(model: torch.nn.Module, test: MNISTData | MultiMNIST) -> dict[st
     return {"accuracy": int(right.sum()) / len(test)}
 
 
-def record_test_accuracy(model: torch.nn.Module, test_data: MNISTData | MultiMNIST, *, start: int = 1,
-                         report: Callable[[str], None] | None = None) -> EpochCallback:
-    r"""An ``on_epoch_end`` callback recording test accuracy (and its time) from epoch ``start``."""
+def record_accuracy(model: torch.nn.Module, data: MNISTData | MultiMNIST, key: str = "validation_accuracy",
+                    report: Callable[[str], None] | None = None) -> EpochCallback:
+    r"""An ``on_epoch_end`` callback recording ``model``'s accuracy on ``data`` under ``history[key]``."""
     def callback(epoch: int, history: dict) -> None:
-        accuracy = None
-        if epoch >= start:
-            accuracy = accuracy_on(model, test_data)["accuracy"]
-        history.setdefault("test_accuracy", []).append(accuracy)
+        accuracy = accuracy_on(model, data)["accuracy"]
+        history.setdefault(key, []).append(accuracy)
         if report is not None:
-            shown = "" if accuracy is None else f", test {accuracy:.2%}"
-            report(f"epoch {epoch}: train {history['train_accuracy'][-1]:.2%}{shown}, "
-                   f"{sum(history['train_seconds']):.0f} s of training")
+            report(f"epoch {epoch}: train {history['train_accuracy'][-1]:.2%}, {key.replace('_', ' ')} "
+                   f"{accuracy:.2%}, {sum(history['train_seconds']):.0f} s of training")
     return callback
 
 
-def time_to(history: dict, accuracy: float) -> dict[str, float] | None:
-    r"""Training seconds and epoch at which the recorded test accuracy first reached ``accuracy``."""
-    for index, tested in enumerate(history.get("test_accuracy", [])):
-        if tested is not None and tested >= accuracy:
+def time_to(history: dict, accuracy: float, key: str = "validation_accuracy") -> dict[str, float] | None:
+    r"""Training seconds and epoch at which ``history[key]`` first reached ``accuracy``."""
+    for index, measured in enumerate(history.get(key, [])):
+        if measured is not None and measured >= accuracy:
             return {"epoch": history["epoch"][index],
                     "train_seconds": round(sum(history["train_seconds"][: index + 1]), 1)}
     return None
@@ -133,54 +139,83 @@ def _load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _metrics(name: str, recipe: Recipe, path: Path, history: dict, train_data: MNISTData,
-             test_data: MNISTData | MultiMNIST, accuracy: float, loads: list[list[float]]) -> dict[str, Any]:
+def _split(data: MNISTData | MultiMNIST, accuracy: float | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"source": data.source, "images": len(data)}
+    if accuracy is not None:
+        entry |= {"accuracy": accuracy, "standard_error": standard_error(accuracy, len(data))}
+    return entry
+
+
+TRIES = STUDIES_DIR / "tries.json"  # the tries made on validation (python -m benchmarks.recipe_search)
+
+
+def _tries(name: str, path: Path = TRIES) -> list[dict[str, Any]]:
+    return json.loads(path.read_text()).get(name, []) if path.is_file() else []
+
+
+def _metrics(name: str, recipe: Recipe, path: Path, history: dict, data: dict[str, Any],
+             scores: dict[str, float], loads: list[list[float]], tries: Path) -> dict[str, Any]:
     train_seconds = sum(history["train_seconds"])
+    seen = recipe.pairs.get("pairs_per_epoch", len(data["train"])) * len(history["epoch"])
     return {
         "name": name, "kind": recipe.kind, "checkpoint": path.name, "sha256": sha256(path),
         "size_bytes": path.stat().st_size, "recipe": dataclasses.asdict(recipe),
-        "train_data": {"images": len(train_data), "source": train_data.source},
-        "test_data": {"images": len(test_data), "source": test_data.source},
-        "epochs": len(history["epoch"]), "test_accuracy": accuracy,
+        "train_data": _split(data["train"]),
+        "validation_data": _split(data["validation"], history["validation_accuracy"][-1]),
+        "test_data": _split(data["test"], scores["accuracy"]),
+        "epochs": len(history["epoch"]), "test_accuracy": scores["accuracy"],
+        "test_standard_error": standard_error(scores["accuracy"], len(data["test"])),
         "train_wall_seconds": round(train_seconds, 1),
         "train_cpu_seconds": round(sum(history["train_cpu_seconds"]), 1),
-        "train_images_per_second": round(recipe.pairs.get("pairs_per_epoch", len(train_data))
-                                         * len(history["epoch"]) / train_seconds, 1),
+        "train_images_per_second": round(seen / train_seconds, 1),
         "load_average_before": loads[0], "load_average_after": loads[1],
-        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "cpu": _cpu(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__, "python_version": platform.python_version(),
-        "time_to_98.0": time_to(history, 0.98), "time_to_98.5": time_to(history, 0.985),
-        "history": {k: history[k] for k in ("epoch", "train_loss", "train_accuracy", "lr",
+        **{f"time_to_{100 * t:.1f}": time_to(history, t) for t in THRESHOLDS},
+        "tries": _tries(name, tries),
+        "history": {k: history[k] for k in ("epoch", "train_loss", "train_accuracy", "lr", "precision",
                                              "train_seconds", "train_cpu_seconds",
-                                             "test_accuracy") if k in history},
+                                             "validation_accuracy") if k in history},
     }
 
 
-def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHTS_DIR, *,
-                  data_root: str | os.PathLike | None = None, half: bool = True,
-                  test_from_epoch: int | None = None, progress: bool = True,
-                  report: Callable[[str], None] | None = None) -> dict[str, Any]:
-    r"""Train ``recipe``, write ``NAME.pt`` and ``NAME.json`` into ``out_dir``; return the metrics."""
-    if recipe.train_data != "offline-train":
-        raise ValueError(f"recipe.train_data must be 'offline-train', got {recipe.train_data!r}")
-    train_data = load_offline("train")
-    test_data: MNISTData | MultiMNIST = load_mnist("test", data_root, download=False)
+def _cpu() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                platform.processor() or "unknown processor")
+
+
+def recipe_data(recipe: Recipe, data_root: str | os.PathLike | None = None) -> dict[str, Any]:
+    r"""The recipe's three sets: ``train`` digits, ``validation`` and ``test`` (digits, or for a
+    pairs recipe the fixed pairs drawn from them)."""
+    data: dict[str, Any] = {split: load_split(split, data_root, download=split != "validation")
+                            for split in ("train", "validation", "test")}
     if recipe.pairs:
-        test_data = fixed_test_pairs(test_data, recipe)
+        data["validation"] = fixed_pairs(data["validation"], recipe, MULTIMNIST_VALIDATION)
+        data["test"] = fixed_pairs(data["test"], recipe)
+    return data
+
+
+def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHTS_DIR, *,
+                  data_root: str | os.PathLike | None = None, half: bool = True, progress: bool = True,
+                  report: Callable[[str], None] | None = None, tries: Path = TRIES) -> dict[str, Any]:
+    r"""Train ``recipe`` on the train split, validating every epoch; test the shipped weights once;
+    write ``NAME.pt`` and ``NAME.json`` into ``out_dir``; return the metrics."""
+    if recipe.train_data != "train":
+        raise ValueError(f"recipe.train_data must be 'train' (capsedu.data.splits), got {recipe.train_data!r}")
+    data = recipe_data(recipe, data_root)
     model = recipe_network(recipe)
-    callback = (None if test_from_epoch is None else
-                record_test_accuracy(model, test_data, start=test_from_epoch, report=report))
     loads = [_load_average()]
-    model, history = train_recipe(recipe, train_data, model=model, on_epoch_end=callback,
-                                  progress=progress)
+    model, history = train_recipe(recipe, data["train"], model=model, progress=progress,
+                                  on_epoch_end=record_accuracy(model, data["validation"], report=report))
     loads.append(_load_average())
     checkpoint, json_path = shipped_paths(name, out_dir)
     save_checkpoint(checkpoint, model, objective=recipe_objective(recipe), history=history,
                     half=half, metadata={"recipe": dataclasses.asdict(recipe)})
     shipped, _ = load_checkpoint(checkpoint)  # measure the weights exactly as they are shipped
-    scores = accuracy_on(shipped, test_data)
-    metrics = _metrics(name, recipe, checkpoint, history, train_data, test_data, scores["accuracy"],
-                       loads)
+    scores = accuracy_on(shipped, data["test"])
+    metrics = _metrics(name, recipe, checkpoint, history, data, scores, loads, tries)
     if "at_least_one" in scores:
         metrics["test_at_least_one"] = scores["at_least_one"]
     json_path.write_text(json.dumps(metrics, indent=2) + "\n")
@@ -195,12 +230,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
     parser.add_argument("--out-dir", type=Path, default=WEIGHTS_DIR,
                         help="folder for NAME.pt and NAME.json (default: capsedu/zoo/weights)")
     parser.add_argument("--data-root", type=Path, default=None,
-                        help="MNIST data root for the test split (default: $CAPSEDU_DATA)")
+                        help="MNIST data root with the official training and test files "
+                             "(default: $CAPSEDU_DATA)")
     parser.add_argument("--epochs", type=int, default=None, help="override the recipes' epochs")
     parser.add_argument("--seed", type=int, default=None, help="override the recipes' seed")
-    parser.add_argument("--test-from-epoch", type=int, default=None,
-                        help="test after every epoch from this one on (time to 98.0/98.5 %%)")
     parser.add_argument("--float32", action="store_true", help="store float32 instead of float16")
+    parser.add_argument("--tries", type=Path, default=TRIES,
+                        help="the record of tries on validation to copy into NAME.json")
     args = parser.parse_args(argv)
     reuse_large_allocations()  # EM routing's large tensors: half the step time (hardware.py)
     names = sorted(RECIPES) if "all" in args.names else list(dict.fromkeys(args.names))
@@ -210,8 +246,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
         recipe = dataclasses.replace(RECIPES[name], **overrides)
         print(f"== {name}: {recipe}")
         metrics = train_shipped(name, recipe, args.out_dir, data_root=args.data_root,
-                                half=not args.float32, test_from_epoch=args.test_from_epoch,
-                                report=print)
+                                half=not args.float32, report=print, tries=args.tries)
         print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
         results[name] = metrics
     return results
