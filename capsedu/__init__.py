@@ -39,6 +39,7 @@ _MODULES = {  # where each public name lives
                                     "CrossEntropyObjective", "MultiLabelObjective", "SpreadObjective"),
     "capsedu.training.loop": ("evaluate", "fit"),
     "capsedu.training.prediction": ("predict", "pair_accuracy"),
+    "capsedu.training.uncertainty": ("standard_error", "with_error", "compare_accuracies"),
     "capsedu.training.checkpoint": ("CheckpointError", "load_checkpoint", "save_checkpoint"),
     "capsedu.training.seeding": ("set_seed", "deterministic_algorithms"),
     "capsedu.training.modes": ("eval_mode",),

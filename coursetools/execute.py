@@ -17,6 +17,7 @@ to record a fingerprint made with other data unless ``--out-dir`` sends the resu
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import platform
@@ -91,6 +92,35 @@ def _cpu() -> str:
                 platform.processor() or "unknown processor")
 
 
+def _widget_text(model_id: str, state: dict) -> str | None:
+    r"""A tqdm progress bar's final state as text (prefix |bar| suffix), or None for other widgets."""
+    box = state.get(model_id, {})
+    children = [state.get(child.removeprefix("IPY_MODEL_"), {})
+                for child in box.get("state", {}).get("children", [])]
+    if box.get("model_name") != "HBoxModel" or [c.get("model_name") for c in children] != \
+            ["HTMLModel", "FloatProgressModel", "HTMLModel"]:
+        return None
+    prefix, progress, suffix = (c["state"] for c in children)
+    done = int(10 * progress.get("value", 0) / max(progress.get("max", 1), 1e-12))
+    text = f"{prefix.get('value', '')}|{'█' * done}{' ' * (10 - done)}|{suffix.get('value', '')}"
+    return html.unescape(text).replace("\u2007", " ")
+
+
+def finish_progress_bars(notebook: nbformat.NotebookNode) -> int:
+    r"""Give every stored progress bar's plain-text fallback the bar's final state (what the widget
+    shows), instead of the 0 % it was first displayed with; return how many were finished."""
+    state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    finished = 0
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+            text = view and _widget_text(view["model_id"], state.get("state", {}))
+            if text:
+                output["data"]["text/plain"] = text
+                finished += 1
+    return finished
+
+
 def execute(path: Path, *, fast: bool = False, out_dir: Path | None = None,
             timeout: int = 1800) -> dict:
     r"""Run lesson ``path`` and write it (to ``out_dir`` if given); return how it was executed."""
@@ -106,6 +136,7 @@ def execute(path: Path, *, fast: bool = False, out_dir: Path | None = None,
         client.execute()
     seconds = time.perf_counter() - start
     probe = notebook.cells.pop()
+    finish_progress_bars(notebook)
     usage = json.loads(probe.outputs[0]["text"].split("CAPSEDU-KERNEL-USAGE", 1)[1])
     data = data_identity()
     execution = {"profile": "fast" if fast else "learner", "seconds": round(seconds, 1),

@@ -3,8 +3,12 @@
 import pytest
 import torch
 
-from capsedu import capsnet_loss, margin_loss
-from capsedu.course.checks.training import check_accuracy, check_confusion_matrix, check_train_step
+from capsedu import capsnet_loss, margin_loss, squash
+from capsedu.course.checks.training import (
+    check_margin_violations,
+    check_train_step,
+    check_uniform_lengths,
+)
 
 
 def assert_hint(result, *fragments):
@@ -89,63 +93,55 @@ def test_check_train_step_hints(wrong, fragment):
     assert_hint(check_train_step(wrong), fragment)
 
 
-# ---------------------------------------------------------------- accuracy
+# ---------------------------------------------------------------- where the margin loss pulls
 
-def accuracy(model, loader):
-    correct = total = 0
-    with torch.no_grad():
-        for images, labels in loader:
-            correct += int((model(images).lengths.argmax(dim=1) == labels).sum())
-            total += len(labels)
-    return correct / total
+def violations(lengths, labels):
+    present = torch.nn.functional.one_hot(labels, lengths.shape[1]).bool()
+    too_short = (lengths < 0.9) & present
+    too_long = (lengths > 0.1) & ~present
+    return (too_short | too_long).any(dim=1)
 
 
-def per_batch_mean(model, loader):
-    scores = [float((model(x).lengths.argmax(dim=1) == y).float().mean()) for x, y in loader]
-    return sum(scores) / len(scores)
-
-
-def test_check_accuracy_passes():
-    assert check_accuracy(accuracy)
+def test_check_margin_violations_passes():
+    assert check_margin_violations(violations)
+    assert check_margin_violations(lambda lengths, labels: margin_loss(
+        lengths, labels) * 0 + torch.stack([margin_loss(lengths[k:k + 1], labels[k:k + 1]) > 0
+                                            for k in range(len(labels))]))
 
 
 @pytest.mark.parametrize("wrong, fragment", [
-    (lambda m, loader: 100 * accuracy(m, loader), "percentage"),
-    (lambda m, loader: accuracy(m, loader) * 10 / 3, "number of batches"),
-    (per_batch_mean, "smaller"),
-    (lambda m, loader: accuracy(m, loader[-1:]), "only one batch"),
-    (lambda m, loader: sum(int((m(x).lengths.argmin(dim=1) == y).sum()) for x, y in loader) / 10,
-     "LONGEST"),
-    (lambda m, loader: 0.123, "expected 0.7"),
-    (lambda m, loader: "high", "return one number"),
+    (lambda lengths, labels: lengths.gather(1, labels[:, None])[:, 0] < 0.9, "only the true capsule"),
+    (lambda lengths, labels: violations(lengths, labels) & (lengths.gather(1, labels[:, None])[:, 0] >= 0.9)
+     | ((lengths > 0.1) & ~torch.nn.functional.one_hot(labels, 10).bool()).any(1), "only the absent"),
+    (lambda lengths, labels: ((lengths.gather(1, labels[:, None])[:, 0] <= 0.9)
+                              | ((lengths >= 0.1) & ~torch.nn.functional.one_hot(labels, 10).bool()).any(1)),
+     "exactly at a margin"),
+    (lambda lengths, labels: lengths.argmax(dim=1) != labels, "misclassified"),
+    (lambda lengths, labels: violations(lengths, labels).sum(), "one True/False per digit"),
+    (lambda lengths, labels: torch.ones(len(labels), dtype=torch.bool), "two terms of Eq. 4"),
 ])
-def test_check_accuracy_hints(wrong, fragment):
-    assert_hint(check_accuracy(wrong), fragment)
+def test_check_margin_violations_hints(wrong, fragment):
+    assert_hint(check_margin_violations(wrong), fragment)
 
 
-# ---------------------------------------------------------------- confusion matrix
+# ---------------------------------------------------------------- uniform couplings
 
-def confusion(predictions, labels, num_classes):
-    matrix = torch.zeros(num_classes, num_classes, dtype=torch.long)
-    for t, p in zip(labels, predictions):
-        matrix[t, p] += 1
-    return matrix
+def uniform(model, images):
+    u_hat = model.digits.prediction_vectors(model.encode(images))  # (B, I, J, D)
+    return squash(u_hat.sum(dim=1) / u_hat.shape[2]).norm(dim=-1)
 
 
-def test_check_confusion_matrix_passes():
-    assert check_confusion_matrix(confusion)
-    assert check_confusion_matrix(
-        lambda p, t, n: torch.bincount(t * n + p, minlength=n * n).view(n, n))
+def test_check_uniform_lengths_passes():
+    assert check_uniform_lengths(uniform)
+    assert check_uniform_lengths(lambda model, images: model(images, routing_iterations=1).lengths)
 
 
 @pytest.mark.parametrize("wrong, fragment", [
-    (lambda p, t, n: confusion(t, p, n), "swapped"),
-    (lambda p, t, n: confusion(p, t, int(max(p.max(), t.max())) + 1)[:9, :9], "num_classes"),
-    (lambda p, t, n: confusion(p, t, n).float() / confusion(p, t, n).sum(dim=1, keepdim=True).clamp_min(1),
-     "fractions"),
-    (lambda p, t, n: confusion(p[:-5], t[:-5], n), "add up to 45"),
-    (lambda p, t, n: confusion(p, t, n).roll(1, dims=1), "some counts are off"),
-    (lambda p, t, n: confusion(p, t), "raised TypeError"),
+    (lambda m, x: squash(m.digits.prediction_vectors(m.encode(x)).mean(dim=1)).norm(dim=-1), "mean over the I"),
+    (lambda m, x: (m.digits.prediction_vectors(m.encode(x)).sum(dim=1) / 10).norm(dim=-1), "squash s_j"),
+    (lambda m, x: m(x).lengths, "network's own routing"),
+    (lambda m, x: m(x, routing_iterations=1).capsules, "LENGTHS"),
+    (lambda m, x: m(x, routing_iterations=2).lengths, "(1/J) sum_i u_hat"),
 ])
-def test_check_confusion_matrix_hints(wrong, fragment):
-    assert_hint(check_confusion_matrix(wrong), fragment)
+def test_check_uniform_lengths_hints(wrong, fragment):
+    assert_hint(check_uniform_lengths(wrong), fragment)

@@ -179,3 +179,22 @@ def test_the_em_recipe_ramps_the_margin(monkeypatch):
     _, history = train_recipe(recipe, load_offline("train").subset(16), progress=False)
     assert RECIPES["em"].objective == {"name": "spread", "margin": 0.9, "start_margin": 0.2, "ramp_epochs": 16}
     assert margins == pytest.approx([0.2, 0.55, 0.9]) and len(history["epoch"]) == 3
+
+
+def test_the_class_layer_trace_routes_as_the_network_does():
+    """With beta_a in logit units the parameter is lambda * beta_a: a trace given the raw parameter
+    routes another network (lesson 11 once did); class_layer_trace reproduces the network's output."""
+    from capsedu.explore.em import class_layer_trace
+
+    torch.manual_seed(0)
+    model = MatrixCapsNet(MatrixCapsConfig(conv1_channels=8, primary_types=2, conv_caps1_types=3,
+                                           conv_caps2_types=3, beta_a_logit_units=True)).eval()
+    with torch.no_grad():
+        model.classes.beta_a.normal_(0.0, 2.0)  # offsets of the size training gives them
+    image = torch.rand(1, 28, 28)
+    votes, activations, steps = class_layer_trace(model, image, 4)
+    own = model(image[None])[1][0]
+    torch.testing.assert_close(steps[model.config.routing_iterations - 1].a, own)
+    raw = em_trace(votes, activations, model.classes.beta_u.detach(), model.classes.beta_a.detach(),
+                   2, model.config.inverse_temperature)
+    assert not torch.allclose(raw[1].a, own, atol=1e-3)  # the raw parameter is not the beta routing uses

@@ -98,3 +98,15 @@ def test_readme_and_book_list_every_lesson(lesson):
     assert f"`{lesson}`" in (REPO / "README.md").read_text(), f"README.md's lesson table lacks {lesson}"
     assert f"notebooks/{lesson}\n" in (REPO / "book" / "_toc.yml").read_text(), \
         f"book/_toc.yml lacks notebooks/{lesson}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_stored_progress_bars_are_finished_for_plain_viewers(lesson):
+    """A viewer without the widget state (GitHub, nbviewer, a text diff) sees each bar's final
+    text, as `make execute` leaves it, not the 0 % it was first displayed with."""
+    raw = json.loads((NOTEBOOKS / f"{lesson}.ipynb").read_text())
+    shown = [o["data"]["text/plain"] for c in raw["cells"] if c["cell_type"] == "code"
+             for o in c["outputs"] if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    bars = ["".join(text) for text in shown if re.search(r"\d+%\|", "".join(text))]
+    unfinished = [bar for bar in bars if not re.search(r"100%\|", bar)]
+    assert not unfinished, f"{lesson}: stored progress bars not finished: {unfinished[:3]}"

@@ -10,7 +10,7 @@ import torch
 import capsedu
 from capsedu.training import loop
 from capsedu.training.hardware import bfloat16_problem
-from capsedu.training.uncertainty import compare, standard_error, with_error
+from capsedu.training.uncertainty import compare_accuracies, standard_error, with_error
 
 SMALL = capsedu.CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4, digit_dim=8,
                               decoder_hidden=(16, 32))
@@ -55,8 +55,8 @@ def test_float32_is_the_default_and_asks_nothing_of_the_machine():
 def test_standard_errors_and_ties():
     assert standard_error(0.995, 10_000) == pytest.approx(math.sqrt(0.995 * 0.005 / 10_000))
     assert with_error(0.98, 1_000) == "98.00 ± 0.44 %"
-    assert compare("CapsNet", 0.8231, 10_000, "CNN", 0.8274, 10_000) == \
+    assert compare_accuracies("CapsNet", 0.8231, 10_000, "CNN", 0.8274, 10_000) == \
         "CNN ahead by 0.43 ± 0.54 points: a tie"
-    assert compare("CapsNet", 0.995, 10_000, "CNN", 0.990, 10_000).endswith("4.1 standard errors")
+    assert compare_accuracies("CapsNet", 0.995, 10_000, "CNN", 0.990, 10_000).endswith("4.1 standard errors")
     with pytest.raises(ValueError, match="accuracy must be a number in"):
         standard_error(98.0, 100)

@@ -6,8 +6,8 @@ import torch
 
 import capsedu
 from capsedu.explore import probes
-from capsedu.explore.figures import perturbation_grid
-from capsedu.explore.widgets import perturbation_explorer, routing_explorer, routing_scales
+from capsedu.explore.figures import COUPLING_TOP, coupling_norm, perturbation_grid
+from capsedu.explore.widgets import perturbation_explorer, routing_explorer, share_axis_top
 
 pytest.importorskip("ipywidgets")
 
@@ -185,12 +185,9 @@ def test_snapshot_is_what_the_widget_shows(model, dataset):
     assert ex.snapshot().data == ex.view.value
 
 
-def test_routing_scales_ignore_a_few_extreme_capsules():
-    couplings = torch.full((288, 10), 0.1)  # (I, J): uniform ...
-    couplings[:, 3] = 0.2  # ... but twice a fair share toward the predicted class 3,
-    couplings[:2, 3] = 0.95  # and two capsules almost all-in
-    u = torch.ones(288, 8)
-    trace = probes.RoutingTrace(torch.rand(3, 10), torch.full((3, 10), 0.1), couplings, prediction=3)
-    top, share_top = routing_scales(trace, u, num_types=8)
-    assert top == pytest.approx(2.0)  # J c = 2 for almost every capsule; 9.5 for two is ignored
-    assert share_top == pytest.approx(0.125)
+def test_every_coupling_map_has_one_colour_scale_and_the_share_axis_fits_the_trace():
+    trace = probes.RoutingTrace(torch.rand(3, 10), torch.full((3, 10), 0.1), torch.full((288, 10), 0.1),
+                                prediction=3)
+    assert share_axis_top(trace) == pytest.approx(0.125)
+    norm = coupling_norm()  # 0 blue, 1 white (a fair share), COUPLING_TOP red, in every lesson
+    assert (norm.vmin, norm.vcenter, norm.vmax) == (0.0, 1.0, COUPLING_TOP)

@@ -96,6 +96,14 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
     return Path(chosen).expanduser().resolve()
 
 
+def root_name(root: str | os.PathLike | None = None) -> str:
+    r"""Which data root is used, said without its path (printed outputs and recorded JSONs travel
+    between machines): the given root, ``CAPSEDU_DATA``, or the default cache."""
+    if root:
+        return "the given data root"
+    return DATA_ENV if os.environ.get(DATA_ENV) else "~/.cache/capsedu"
+
+
 def _read_idx(path: Path, kind: str) -> torch.Tensor:
     r"""Read one IDX file (``.gz`` checked against its MD5 first) with torchvision's readers.
 
@@ -218,9 +226,9 @@ def load_mnist(split: str = "train", root: str | os.PathLike | None = None, *,
     files = _find_files(folder, split)
     fetched = None if files or not download else _download(folder, split)
     if files:
-        (images, labels), source = _from_files(*files), f"official MNIST files in {files[0].parent}"
+        (images, labels), source = _from_files(*files), f"official MNIST files under {root_name(root)}"
     elif fetched is not None:
-        (images, labels), source = fetched, f"torchvision download in {folder}"
+        (images, labels), source = fetched, f"torchvision download under {root_name(root)}"
     else:
         has_test = split == "train" and _find_files(folder, "test") is not None
         images, labels = _offline("all" if has_test else split)

@@ -5,6 +5,9 @@ r"""Lesson 11's figures and explorer: EM routing as clustering, iteration by ite
   produced;
 * :func:`toy_votes` - a 2-D toy: three parents, two of which a group of children agrees on;
 * :func:`digit_votes` - the class layer's votes of a trained :class:`MatrixCapsNet` for one image;
+* :func:`class_layer_trace` - the class layer's routing of one image, iteration by iteration, with
+  the layer's own :math:`\beta_u`, :math:`\beta_a` and λ (so that its iteration r is what the
+  network computes with r iterations);
 * :class:`EMPanel` / :func:`em_figure` - one panel per parent: its votes (projected to 2-D for
   16-D poses) coloured by R, the Gaussian's 2-sigma ellipse, the activation;
 * :class:`EMExplorer` (:func:`em_explorer`) - an iteration slider over such a figure.
@@ -20,7 +23,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from matplotlib.figure import Figure
 from matplotlib.patches import Ellipse
 
@@ -83,10 +85,21 @@ def digit_votes(model: MatrixCapsNet, image: torch.Tensor) -> tuple[torch.Tensor
     if not isinstance(image, torch.Tensor) or image.dim() != 3:
         raise ValueError(f"image must be one (C, H, W) tensor, got {getattr(image, 'shape', image)}")
     with eval_mode(model):
-        poses, activations = model.primary(F.relu(model.conv1(image[None])))
-        poses, activations = model.caps1(poses, activations)
-        poses, activations = model.caps2(poses, activations)  # (1, D, 3, 3, 16), (1, D, 3, 3)
-        return model.classes.votes(poses)[0], activations.reshape(-1)  # (I, J, 16), (I,)
+        votes, activations = model.class_votes(image[None])  # (1, I, J, 16), (1, I)
+    return votes[0], activations[0]  # (I, J, 16), (I,)
+
+
+@torch.no_grad()
+def class_layer_trace(model: MatrixCapsNet, image: torch.Tensor,
+                      routing_iterations: int) -> tuple[torch.Tensor, torch.Tensor, list[EMStep]]:
+    r"""The votes (I, J, 16), input activations (I,) and ``routing_iterations`` EM steps of the
+    class layer for one image, routed as the network routes it: with
+    :meth:`~capsedu.nets.matrix_capsnet.RoutedCaps.routing_betas` (the offsets in the units
+    routing uses) and the layer's λ."""
+    votes, activations = digit_votes(model, image)
+    beta_u, beta_a = (beta.detach() for beta in model.classes.routing_betas())
+    return votes, activations, em_trace(votes, activations, beta_u, beta_a, routing_iterations,
+                                        model.classes.lambdas[0])
 
 
 def _projection(votes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,8 +5,10 @@ r"""Static figures for looking inside a trained CapsNet, shared by the lessons.
 * :func:`perturbation_grid` - the paper's Figure 4: one capsule dimension moved per row;
 * :func:`routing_strip` - coupling maps for several routing iterations, vote shares and lengths.
 
-Couplings are drawn as :math:`J\,c_{ij}` ("times a fair share"): 1 is the uniform 1/J, so the
-colour scale (:func:`coupling_norm`) runs from 0 through 1 (white) to the largest value shown.
+Couplings are drawn as :math:`J\,c_{ij}` ("times a fair share"): 1 is the uniform 1/J. Every
+coupling map of the course uses one colour scale (:func:`coupling_norm`): 0 blue, 1 white,
+:data:`COUPLING_TOP` = 4 red (larger values, rare, in the top colour - the colour bar's arrow), so
+that maps compare across figures, explorers and lessons.
 Figures are ``matplotlib.figure.Figure`` objects (no pyplot state): a notebook shows one when it
 is a cell's last value.
 
@@ -37,9 +39,12 @@ TRUE_COLOUR, PREDICTED_COLOUR, OTHER_COLOUR = "tab:red", "tab:orange", "0.65"
 COUPLING_CMAP = "RdBu_r"
 
 
-def coupling_norm(top: float) -> TwoSlopeNorm:
-    r"""Colours for :math:`J c_{ij}`: 0 blue, 1 (a fair share) white, ``top`` (>= 1.5) red."""
-    return TwoSlopeNorm(vmin=0.0, vcenter=1.0, vmax=max(float(top), 1.5))
+COUPLING_TOP = 4.0  # J c at the red end of every coupling map's colour scale
+
+
+def coupling_norm() -> TwoSlopeNorm:
+    r"""The one colour scale of :math:`J c_{ij}`: 0 blue, 1 (a fair share) white, 4 red."""
+    return TwoSlopeNorm(vmin=0.0, vcenter=1.0, vmax=COUPLING_TOP)
 
 
 def grid_extent(model: CapsNet) -> tuple[float, float, float, float]:
@@ -154,13 +159,13 @@ def routing_strip(model: CapsNet, image: torch.Tensor, label: int,
     maps = {r: cfg.num_classes * coupling_map(routing_trace(encoded.u_hat, r, encoded.u).couplings,
                                               encoded.u, int(trace.lengths[r - 1].argmax()),
                                               cfg.primary_types) for r in shown}
-    norm = coupling_norm(max(float(m.max()) for m in maps.values()))
+    norm = coupling_norm()
     figure = Figure(figsize=(2.3 * len(shown) + 0.8, 6.2), layout="constrained")
     top, bottom = figure.subfigures(2, 1, height_ratios=[1, 1.05])
     for ax, r in zip(top.subplots(1, len(shown)), shown):
         heat = draw_coupling_map(ax, model, image, maps[r], norm)
         ax.set_title(f"r = {r}: toward {int(trace.lengths[r - 1].argmax())}", fontsize=10)
-    top.colorbar(heat, ax=top.axes, shrink=0.85, label=r"$J\,c_{ij}$ (1 = fair share)")
+    top.colorbar(heat, ax=top.axes, shrink=0.85, extend="max", label=r"$J\,c_{ij}$ (1 = fair share)")
     ax_share, ax_len = bottom.subplots(1, 2)
     steps = np.arange(1, max(shown) + 1)
     for k in range(cfg.num_classes):

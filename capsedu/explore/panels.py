@@ -109,7 +109,7 @@ class RoutingFigure:
         self.title_img = ax_img.set_title("")
         self.backdrop = self.ax_map.imshow(blank, cmap="gray_r", alpha=0.25, vmin=0, vmax=1,
                                            extent=(0, image_size, image_size, 0))
-        self.map = self.ax_map.imshow(np.ones((2, 2)), cmap=COUPLING_CMAP, norm=coupling_norm(2),
+        self.map = self.ax_map.imshow(np.ones((2, 2)), cmap=COUPLING_CMAP, norm=coupling_norm(),
                                       extent=extent, alpha=0.9)
         self.ink = self.ax_map.imshow(np.zeros((image_size, image_size, 4)),
                                       extent=(0, image_size, image_size, 0))  # the digit, on top
@@ -138,25 +138,25 @@ class RoutingFigure:
         handles = [Line2D([], [], color=c, lw=w) for c, w in
                    ((TRUE_COLOUR, 2.5), (PREDICTED_COLOUR, 2.5), (OTHER_COLOUR, 1))]
         self.ax_lines.legend(handles, ["true label", "predicted, if not the label", "other classes"],
-                             fontsize=8, loc="center right")
+                             fontsize=9, loc="center right")
 
     def _build_types(self, grid: int):
         r"""The mosaic of per-type maps, T tiles of G x G in rows of 8, each labelled "type t"."""
         tiles = type_tiles(np.ones((self.num_types, grid, grid)), self.columns)
-        image = self.ax_types.imshow(np.ma.masked_invalid(tiles), cmap=COUPLING_CMAP, norm=coupling_norm(2),
+        image = self.ax_types.imshow(np.ma.masked_invalid(tiles), cmap=COUPLING_CMAP, norm=coupling_norm(),
                                      interpolation="nearest",
                                      extent=(-0.5, tiles.shape[1] - 0.5, tiles.shape[0] - 0.5, -0.5))
         for t in range(self.num_types):
             row, column = divmod(t, self.columns)
             self.ax_types.text(column * (grid + 2) + (grid - 1) / 2, row * (grid + 2) - 0.65,
-                               f"type {t}", ha="center", va="bottom", fontsize=8)
+                               f"type {t}", ha="center", va="bottom", fontsize=10)
         self.ax_types.set(xlim=(-0.5, tiles.shape[1] - 0.5), ylim=(tiles.shape[0] - 0.5, -1.6))
         self.ax_types.set_xticks([]), self.ax_types.set_yticks([])
         self.ax_types.spines[:].set_visible(False)
         return image
 
-    def show_image(self, image: torch.Tensor, scale: float, share_top: float) -> None:
-        r"""Parts that change only with the image (H, W): the digit, colour scale, share axis.
+    def show_image(self, image: torch.Tensor, share_top: float) -> None:
+        r"""Parts that change only with the image (H, W): the digit and the share axis.
 
         The caller's renderer must then redraw the background.
         """
@@ -166,9 +166,6 @@ class RoutingFigure:
         ink = np.zeros((*picture.shape, 4))  # black strokes, half transparent, over the map
         ink[..., 3] = 0.45 * (picture > 0.5)
         self.ink.set_data(ink)
-        norm = coupling_norm(scale)
-        self.map.set_norm(norm)
-        self.types.set_norm(norm)
         self.ax_shares.set_ylim(0, share_top)
 
     def update(self, trace: RoutingTrace, u: torch.Tensor, true_label: int) -> None:

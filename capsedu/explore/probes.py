@@ -199,6 +199,14 @@ def couplings_on_grid(couplings: torch.Tensor, label: int, num_types: int) -> to
     return couplings[:, label].reshape(num_types, side, side)  # (T, G, G)
 
 
+def length_maps(u: torch.Tensor, num_types: int) -> torch.Tensor:
+    r"""Primary capsules' lengths on their grid: u (B, I, D_in) -> (B, T, G, G), one G x G map per
+    capsule type (type-major order, as :func:`couplings_on_grid`)."""
+    require_tensor("u", u, ndim=3, shape="(B, I, D_in)", floating=True)
+    lengths = u.norm(dim=-1)  # (B, I)
+    return torch.stack([couplings_on_grid(row[:, None], 0, num_types) for row in lengths])  # (B, T, G, G)
+
+
 def coupling_map(c: torch.Tensor, u: torch.Tensor, label: int, num_types: int) -> torch.Tensor:
     r"""Couplings toward class ``label`` on the primary grid, averaged over the capsule types.
 

@@ -31,7 +31,6 @@ from capsedu.explore.probes import (
     Encoded,
     RoutingTrace,
     check_image,
-    coupling_map,
     encode_image,
     perturbed_reconstructions,
     routing_trace,
@@ -132,19 +131,11 @@ class PerturbationExplorer(_Explorer):
         self.update()
 
 
-def routing_scales(trace: RoutingTrace, u: torch.Tensor, num_types: int) -> tuple[float, float]:
-    r"""The coupling colour-scale top and the share axis top that fit every r of ``trace``.
-
-    Couplings sharpen with r, so the scale is taken at the largest r: the 95th percentile of the
-    :math:`J c` values the two maps show there (length-weighted per position, and per capsule);
-    the few capsules above it saturate (the colour bar's arrow). The share axis ends a quarter
-    above the largest share at any r.
-    """
-    num_classes = trace.couplings.shape[1]
-    toward = num_classes * trace.couplings[:, trace.prediction]  # (I,)
-    weighted = num_classes * coupling_map(trace.couplings, u, trace.prediction, num_types)  # (G, G)
-    shown = torch.cat([toward, weighted.flatten()])  # every value the two maps show at the last r
-    return float(shown.quantile(0.95)), 1.25 * float(trace.shares.max())
+def share_axis_top(trace: RoutingTrace) -> float:
+    r"""The top of the vote-share axis that fits every r of ``trace``: a quarter above the largest
+    share at any r. (The coupling maps keep the course's one colour scale,
+    :func:`~capsedu.explore.figures.coupling_norm`.)"""
+    return 1.25 * float(trace.shares.max())
 
 
 class RoutingExplorer(_Explorer):
@@ -170,13 +161,12 @@ class RoutingExplorer(_Explorer):
 
     def select_image(self) -> None:
         r"""Compute :math:`\mathbf u` and :math:`\hat{\mathbf u}` once for the chosen image, fix the
-        colour and share scales from its most-routed trace, then route and redraw."""
+        share axis from its most-routed trace, then route and redraw."""
         self.encoded = encode_image(self.model, self.dataset.images[self.index.value])
         self.routes = {}
         most_routed = routing_trace(self.encoded.u_hat, self.iterations.max, self.encoded.u, self.routes)
-        scale, share_top = routing_scales(most_routed, self.encoded.u, self.model.config.primary_types)
-        self.panel.show_image(self.image(), scale, share_top)
-        self.renderer.invalidate()  # the digit's outline, colour bar and share axis changed
+        self.panel.show_image(self.image(), share_axis_top(most_routed))
+        self.renderer.invalidate()  # the digit's outline and the share axis changed
         self.update()
 
     def update(self) -> None:

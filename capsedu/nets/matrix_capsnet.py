@@ -194,12 +194,18 @@ class MatrixCapsNet(nn.Module):
         self.caps2 = ConvMatrixCaps(config.conv_caps1_types, config.conv_caps2_types, 3, 1, r, lam, *options)
         self.classes = ClassMatrixCaps(config.conv_caps2_types, config.num_classes, r, class_lam, *options)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Images (B, C, H, W) -> class poses (B, J, 16) and class activations (B, J)."""
+    def class_votes(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Images (B, C, H, W) -> the class layer's votes (B, I, J, 16) and its input activations
+        (B, I): everything before the last routing (lesson 11 traces that routing)."""
         poses, activations = self.primary(F.relu(self.conv1(x)))  # (B, T, 12, 12, 16), (B, T, 12, 12)
         poses, activations = self.caps1(poses, activations)  # (B, T, 5, 5, 16), (B, T, 5, 5)
         poses, activations = self.caps2(poses, activations)  # (B, T, 3, 3, 16), (B, T, 3, 3)
-        return self.classes(poses, activations)  # (B, J, 16), (B, J)
+        return self.classes.votes(poses), activations.reshape(len(x), -1)  # (B, I, J, 16), (B, I)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Images (B, C, H, W) -> class poses (B, J, 16) and class activations (B, J)."""
+        votes, activations = self.class_votes(x)  # (B, I, J, 16), (B, I)
+        return self.classes.route(votes.transpose(1, 2).contiguous(), activations)  # (B, J, 16), (B, J)
 
     def class_scores(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images (B, C, H, W) -> the class capsules' activations (B, J)."""

@@ -127,6 +127,7 @@ def _run_epoch(model: torch.nn.Module, loader: Iterable[Batch], device: torch.de
         bar.set_postfix(loss=f"{total_loss / seen:.4f}", acc=f"{correct / seen:.3f}", refresh=False)
     if seen == 0:
         raise ValueError("the data loader yielded no batches; expected at least one (images, targets)")
+    bar.refresh()  # the last batch's count and postfix, which update(refresh=False) may not have drawn
     return {"loss": total_loss / seen, "accuracy": correct / seen}
 
 
@@ -162,7 +163,7 @@ def evaluate(model: torch.nn.Module, loader: Iterable[Batch], *,
     """
     loss_fn = resolve_objective(model, objective)
     with eval_mode(model), torch.no_grad(), tqdm(total=_length(loader), desc="evaluate",
-                                                 disable=not progress, leave=False) as bar:
+                                                 disable=not progress) as bar:
         return _run_epoch(model, loader, torch.device(device), loss_fn, bar)
 
 

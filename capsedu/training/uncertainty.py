@@ -9,7 +9,7 @@ digits right - so this is a conservative error for them: the true one is smaller
 
 * :func:`standard_error` - of one accuracy;
 * :func:`with_error` - ``"99.50 ± 0.07 %"``;
-* :func:`compare` - ``"CapsNet ahead by 0.40 ± 0.90 points: a tie"``.
+* :func:`compare_accuracies` - ``"CapsNet ahead by 0.40 ± 0.90 points: a tie"``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def with_error(accuracy: float, n: int, digits: int = 2) -> str:
     return f"{100 * accuracy:.{digits}f} ± {100 * standard_error(accuracy, n):.{digits}f} %"
 
 
-def compare(name_a: str, accuracy_a: float, n_a: int, name_b: str, accuracy_b: float, n_b: int,
+def compare_accuracies(name_a: str, accuracy_a: float, n_a: int, name_b: str, accuracy_b: float, n_b: int,
             digits: int = 2) -> str:
     r"""Which of two accuracies is ahead, by how many points ± the gap's standard error, and
     whether that is a tie (a gap under two standard errors)."""

@@ -80,6 +80,11 @@
 # | **05 Decoder** | masking and reconstruction | §4.1, Fig. 2 |
 # | **06 Training** | the whole CapsNet, trained on MNIST | §5 |
 # | **07 Exploring capsules** | what the 16 dimensions of a trained capsule mean | §5.1, Fig. 4 |
+# | **08 CapsNet vs CNN** | a fair baseline, rotated and shifted digits, equivariance | §5.2 |
+# | **09 MultiMNIST** | two overlapping digits, recognised and separated | §6, Fig. 5 |
+# | **10 Backprop by hand** | the capsule layer's gradients in NumPy | Procedure 1 |
+# | **11 EM routing** | matrix capsules and routing by clustering | Hinton et al. 2018 |
+# | **12 Beyond routing** | self-attention routing (Efficient-CapsNet) and every router on one bench | Mazzia et al. 2021 |
 #
 # ### Check your environment
 #
@@ -250,8 +255,9 @@ plt.show()
 # ### A layer of capsules, by hand
 #
 # Now apply the same capsule to every 4×4 patch of a real digit: a 7×7 grid of 2-D capsules.
-# Each arrow is one capsule's vector — long where a stroke passes, short on blank paper, pointing
-# along the stroke. (A stroke has no head or tail, so the angle lives in $(-90°, 90°]$.)
+# Each segment is one capsule's vector — long where a stroke passes, short on blank paper, lying
+# along the stroke. (A stroke has no head or tail, so the angle lives in $(-90°, 90°]$ and the
+# segments are drawn without arrowheads.)
 
 # %%
 digit = train.images[first_of_class[4], 0]  # (28, 28)
@@ -266,8 +272,9 @@ ax_img.axis("off")
 ax_caps.imshow(digit, cmap="gray_r", alpha=0.25)
 cx, cy = torch.meshgrid(centres, centres, indexing="xy")
 ax_caps.quiver(cx, cy, vectors[..., 0], vectors[..., 1], color="C3", angles="uv",
-               scale_units="xy", scale=1 / 3.6, pivot="middle", width=0.012)
-ax_caps.set_title("7×7 hand-made stroke capsules\narrow length = presence, direction = stroke angle")
+               scale_units="xy", scale=1 / 3.6, pivot="middle", width=0.012,
+               headwidth=0, headlength=0, headaxislength=0)  # a stroke has no head: segments, not arrows
+ax_caps.set_title("7×7 hand-made stroke capsules\nsegment length = presence, direction = stroke angle")
 ax_caps.set_xticks(centres, [str(i) for i in range(7)])
 ax_caps.set_yticks(centres, [str(i) for i in range(7)])
 ax_caps.set(xlabel="capsule column", ylabel="capsule row", xlim=(-0.5, 27.5), ylim=(27.5, -0.5))
@@ -334,8 +341,10 @@ print(f"reconstruction:     {tuple(out.reconstruction.shape)}  (B, 1, 28, 28)")
 # ### Why max-pooling loses pose
 #
 # A convolutional network usually summarises a feature map with **max-pooling**: it keeps the
-# strongest response and forgets *where* it was. After enough pooling, a "face" unit only knows
-# that eyes, a nose and a mouth are *somewhere*. Let us build that failure with real detectors.
+# strongest response of each window and forgets *where* in the window it was. Pool over the whole
+# map - the extreme case, a global max - and a "face" unit only knows that eyes, a nose and a mouth
+# are *somewhere*. Let us build that failure with real detectors, and then see what the usual
+# local pooling keeps.
 #
 # We draw a face from three parts, and a scrambled face from the very same parts in the wrong
 # places. Each part detector is a convolution with the part's template (normalised
@@ -441,6 +450,28 @@ assert spread(face) < 0.5 < 5.0 < spread(mess)  # poses: agreement only for the 
 print("max-pooled responses: identical for the face and the scrambled face")
 print(f"predicted face centres: agree for the face ({spread(face):.1f} px), "
       f"disagree for the scrambled face ({spread(mess):.1f} px)")
+
+# %% [markdown]
+# That was a *global* max. Real CNNs pool locally - a 2 × 2 or 3 × 3 window at a time, layer after
+# layer - and local pooling keeps *coarse* position: which window a part was strongest in. Pool
+# each part's response map in 8 × 8 windows and the two scenes no longer look the same. What local
+# pooling throws away is the position *within* each window, and with it the precise pose a
+# capsule keeps; deep CNNs recover some arrangement from the coarse positions, at the price of
+# learning each arrangement from examples.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def local_pool(image: torch.Tensor, template: torch.Tensor, window: int = 8) -> torch.Tensor:
+    """The part's response map max-pooled in window x window blocks: where it was, coarsely."""
+    scores = detect(image, template)[None, None]  # (1, 1, H', W')
+    return torch.nn.functional.max_pool2d(scores, window, ceil_mode=True)[0, 0]
+
+
+coarse = {scene: {part: local_pool(image, parts[part]).argmax().item() for part in parts}
+          for scene, image in scenes.items()}
+for part in parts:
+    print(f"{part:5s}: strongest 8x8 window {coarse['face'][part]:2d} on the face, "
+          f"{coarse['scrambled face'][part]:2d} on the scrambled face")
 
 # %% [markdown]
 # Things to try:

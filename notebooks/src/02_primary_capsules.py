@@ -51,6 +51,7 @@ from torch import nn
 
 import capsedu
 from capsedu.course.checks.primary import check_grid_size, check_length_map, check_to_capsules
+from capsedu.explore.probes import length_maps
 
 generator = capsedu.set_seed(0)  # seeds Python, NumPy and PyTorch
 train = capsedu.load_mnist("train")
@@ -288,7 +289,7 @@ for name, config in [("paper", capsedu.CapsNetConfig.paper()), ("cpu", capsedu.C
 
 # %%
 with torch.no_grad():
-    lengths = u.norm(dim=-1).view(-1, num_types, 6, 6)  # (B, T, H, W): type-major, as built
+    lengths = length_maps(u, num_types)  # (B, T, H, W): type-major, as built
     blank_caps = to_capsules(primary_conv(torch.relu(conv1(torch.zeros(1, 1, 28, 28)))), num_types, caps_dim)
 blank_lengths = blank_caps.norm(dim=-1)  # (1, I)
 longest = lengths.max(dim=1).values  # (B, H, W)
@@ -298,7 +299,8 @@ fig, axes = plt.subplots(2, 4, figsize=(10, 5.6), layout="constrained")
 for col in range(4):
     top, bottom = axes[0, col], axes[1, col]
     top.imshow(x[col, 0], cmap="gray_r")
-    top.imshow(longest[col], cmap="magma", alpha=0.5, vmin=0, vmax=vmax, extent=(7, 19, 19, 7))
+    top.imshow(longest[col], cmap="viridis", alpha=0.6, vmin=0, vmax=vmax, extent=(7, 19, 19, 7))
+    top.contour(x[col, 0], levels=[0.5], colors="k", linewidths=0.9)  # the digit's outline, on top
     top.add_patch(plt.Rectangle((7, 7), 12, 12, fill=False, color="C2", lw=1.5))
     window_y, window_x = 2, 3  # one grid position: its 17x17 window starts at pixel (2y, 2x)
     top.add_patch(plt.Rectangle((2 * window_x - 0.5, 2 * window_y - 0.5), 17, 17, fill=False,
@@ -307,7 +309,7 @@ for col in range(4):
     top.set_title(f"label {int(labels[col])}: the 6×6 grid (green),\nwindow of (2, 3) dashed",
                   fontsize=9)
     top.set(xticks=[], yticks=[], xlim=(-0.5, 27.5), ylim=(27.5, -0.5))
-    image = bottom.imshow(longest[col], cmap="magma", vmin=0, vmax=vmax)
+    image = bottom.imshow(longest[col], cmap="viridis", vmin=0, vmax=vmax)
     bottom.set_title("longest capsule per position", fontsize=9)
     bottom.set(xticks=range(6), yticks=range(6), xlabel="grid x")
 axes[1, 0].set_ylabel("grid y")
@@ -326,7 +328,7 @@ print(f"for comparison, a blank image gives lengths of {float(blank_lengths.min(
 # %%
 trained = capsedu.pretrained()
 with torch.no_grad():
-    trained_lengths = trained.encode(x).norm(dim=-1).view(len(x), trained.config.primary_types, 6, 6)
+    trained_lengths = length_maps(trained.encode(x), trained.config.primary_types)  # (B, T, 6, 6)
 fig, axes = plt.subplots(len(x), trained.config.primary_types + 1, figsize=(11, 6.2),
                          layout="constrained", width_ratios=[1.1] + [1] * trained.config.primary_types)
 for row, (digit_axes, maps) in enumerate(zip(axes, trained_lengths)):

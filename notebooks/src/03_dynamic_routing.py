@@ -349,10 +349,11 @@ print(f"CPU configuration: {config.conv1_channels} conv1 channels, {config.prima
 
 # %%
 test_data = capsedu.load_mnist("test")
-test_loader = DataLoader(test_data.subset(capsedu.choose(learner=2000, fast=200), seed=0),
-                         batch_size=500)
+tested = capsedu.choose(learner=test_data, fast=test_data.subset(200, seed=0))  # all 10,000
+test_loader = DataLoader(tested, batch_size=500)
 test_accuracy = capsedu.evaluate(model, test_loader)["accuracy"]
-print(f"test accuracy of the trained model: {test_accuracy:.1%}")
+print(f"test accuracy of the trained model: {capsedu.with_error(test_accuracy, len(tested))} on {len(tested):,} "
+      "test digits")
 
 # %% [markdown]
 # ### Coupling coefficients of a real digit
@@ -462,9 +463,10 @@ def draw_axis_comparison() -> plt.Figure:
                               (width / 2, 1, "softmax over I (dim=1, wrong)")):
         v, _ = routing_vectorised(digit_u_hat, 3, softmax_dim=dim)  # (1, J, D_out)
         lengths = v[0].norm(dim=-1)  # (J,)
-        ax.bar(classes + offset, lengths, width, label=f"{name}: longest {lengths.max():.4f}")
-    ax.set(xticks=classes.tolist(), xlabel="digit class j", ylabel=r"$\|\mathbf{v}_j\|$",
-           ylim=(0, 1), title=f"Test digit {label}, r = 3: the wrong axis empties every capsule")
+        ax.bar(classes + offset, lengths, width, label=f"{name}: longest {lengths.max():.2g}")
+    ax.set(xticks=classes.tolist(), xlabel="digit class j", ylabel=r"$\|\mathbf{v}_j\|$ (log scale)",
+           yscale="log", ylim=(1e-6, 1.5),
+           title=f"Test digit {label}, r = 3: the wrong axis empties every capsule")
     ax.legend()
     return fig
 

@@ -147,8 +147,9 @@ def sse_loss(recon: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
 #
 # - A sum over 784 pixels is a big number: a decoder that outputs 0.5 everywhere on a mostly
 #   black image is off by about 0.5 on ~650 background pixels, an SSE near 150-200.
-# - The margin loss of lesson 04 is at most about 1 (0.81 for the true class plus small terms for
-#   the others).
+# - The margin loss of lesson 04 is small for an untrained network, whose capsules are all short:
+#   about $0.9^2 = 0.81$, the true class's term alone. At worst (every capsule on the wrong side
+#   of its margin) it reaches $0.9^2 + 9 \cdot 0.5 \cdot 0.9^2 \approx 4.45$ per image.
 # - Unweighted, the reconstruction would drown the classification signal; times 0.0005 it
 #   becomes ~0.1, a helper rather than the boss.
 #
@@ -296,9 +297,14 @@ for name in names:
 #
 # Suppose we skipped the mask and fed all ten capsules to the decoder. Why could the network then
 # reconstruct well while the *true-class* capsule carried no information about the digit's pose?
-# (Answer: the decoder could read the pose from any other capsule - the wrong classes' capsules
-# would have to encode the image too, and the link "this capsule = this digit's instantiation
-# parameters" would be lost.)
+#
+# <details><summary>An answer (open it after you have thought about it)</summary>
+#
+# The decoder could read the pose from any other capsule: the wrong classes' capsules would have
+# to encode the image too, and the link "this capsule = this digit's instantiation parameters"
+# would be lost.
+#
+# </details>
 
 # %% [markdown]
 # ## Exercises
@@ -333,8 +339,14 @@ with torch.no_grad():
     eight = digits[digit_labels == 8]  # (1, 1, 28, 28)
     redrawn = torch.cat([reconstruct_as(model, eight, d) for d in range(10)])  # (10, 1, 28, 28)
     lengths = model(eight).lengths[0]  # (J,)
-image_rows({"via capsule": redrawn}, title="The digit 8 decoded from each of the ten digit capsules",
-           column_titles=[f"{d}: |v|={length:.2f}" for d, length in enumerate(lengths)])
+fig, axes = plt.subplots(2, 5, figsize=(7.5, 3.9), layout="constrained")
+for d, ax in enumerate(axes.flat):
+    ax.imshow(redrawn[d, 0], cmap="gray", vmin=0, vmax=1)
+    ax.set_title(f"capsule {d}: |v| = {lengths[d]:.2f}", fontsize=10)
+    ax.set(xticks=[], yticks=[])
+fig.suptitle("The digit 8 decoded from each of the ten digit capsules")
+plt.show()
+print("capsule lengths:", " ".join(f"{d}: {length:.2f}" for d, length in enumerate(lengths)))
 
 # %% [markdown]
 # Only the 8 capsule (0.79 long) gives back an 8. The wrong-class capsules are short, 0.00 to

@@ -53,7 +53,7 @@ import capsedu
 from capsedu.course.checks.exploring import (check_couplings_for_class, check_dimension_effects,
                                              check_dimension_names, check_perturb_dimension,
                                              reference_dimension_effects)
-from capsedu.explore.figures import coupling_norm, perturbation_grid, reconstruction_grid
+from capsedu.explore.figures import COUPLING_TOP, coupling_norm, perturbation_grid, reconstruction_grid
 from capsedu.explore.probes import (couplings_on_grid, encode_image, perturbation_sweep,
                                     perturbed_reconstructions, routing_trace, vote_shares)
 from capsedu.explore.widgets import perturbation_explorer, routing_explorer
@@ -455,7 +455,7 @@ check_couplings_for_class(couplings_for_class);
 trace3 = routing_trace(encode_image(model, image).u_hat, 3)
 second = int(trace3.lengths[-1].argsort(descending=True)[1])
 J = config.num_classes
-norm = coupling_norm(float((J * trace3.couplings[:, [trace3.prediction, second]]).quantile(0.95)))
+norm = coupling_norm()  # the course's one scale for J c: 0 blue, 1 white, 4 red (and above)
 fig, axes = plt.subplots(2, config.primary_types, figsize=(1.3 * config.primary_types + 1.2, 3.4),
                          squeeze=False, layout="constrained")
 for row, k in enumerate([trace3.prediction, second]):
@@ -468,6 +468,10 @@ for row, k in enumerate([trace3.prediction, second]):
         axes[0, t].set_title(f"type {t}", fontsize=8)
     axes[row, 0].set_ylabel(f"to class {k}", fontsize=9)
 fig.colorbar(shown, ax=axes, shrink=0.9, extend="max", label=r"$J\,c_{ij}$ (1 = fair share)")
+for k in (trace3.prediction, second):  # the numbers behind the colours: the hottest capsules
+    toward = J * trace3.couplings[:, k]
+    print(f"J c toward class {k}: largest {toward.max():.2f}, median {toward.median():.2f}, "
+          f"{(toward > COUPLING_TOP).sum()} of {len(toward)} capsules above the scale's top")
 fig.suptitle(f"Couplings after 3 iterations, per capsule type, toward classes {trace3.prediction} "
              f"and {second}")
 plt.show()

@@ -23,10 +23,17 @@
 # explain their votes, and a parent is active when its Gaussian describes its votes more cheaply
 # than chance would. The algorithm is Expectation–Maximisation (EM), the paper's Procedure 1.
 #
-# It is the best-known routing after Procedure 1 of 2017, and the most often implemented wrongly.
-# The best-known PyTorch port renormalises the routing weights right after multiplying them by the
-# children's activations, which cancels those activations; its users report NaN losses with more
-# than one iteration. In this lesson you build the two steps of EM routing by hand on a 2-D toy,
+# The paper reports 1.8 % test error on smallNORB, 45 % fewer errors than the previous state of the
+# art (its abstract; 310 k parameters against a 4.2 M-parameter CNN baseline's 5.2 %, as
+# tabulated by Mazzia et al. 2021, Table 4), better generalisation than that CNN to viewpoints
+# it was not trained on (Section 5.1), and "far more resistance to white box adversarial attacks
+# than our baseline convolutional neural network" (abstract). It is the best-known routing after
+# Procedure 1 of 2017, and one of the most often implemented wrongly. The best-known PyTorch port
+# (yl-1993/Matrix-Capsules-EM-PyTorch) renormalises the routing weights right after multiplying
+# them by the children's activations, which cancels those activations - and still reports
+# 99.1 % on MNIST (its README); users of another port (YuxianMeng/Matrix-Capsules-pytorch,
+# issue 9) report NaN losses with more than one iteration, the symptom of probabilities computed
+# outside log space. In this lesson you build the two steps of EM routing by hand on a 2-D toy,
 # check them against `capsedu.nets.em_routing`, look at a trained network's routing of a real
 # digit, find that bug yourself, and measure what λ and the number of iterations do.
 
@@ -65,7 +72,7 @@ import torch
 
 import capsedu
 from capsedu.course.checks.em import check_e_step, check_m_step, check_spot_the_bug
-from capsedu.explore.em import digit_votes, em_explorer, em_figure, em_trace, toy_votes
+from capsedu.explore.em import class_layer_trace, em_explorer, em_figure, em_trace, toy_votes
 from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
 from capsedu.training.hardware import reuse_large_allocations
@@ -342,19 +349,20 @@ print("test accuracy after epochs",
 #
 # ### Routing a real digit
 #
-# `digit_votes` runs the network up to its class layer and returns the 144 children's votes for
-# the 10 classes (16 numbers each) and the children's activations. `em_trace` reruns the class
-# layer's routing one iteration at a time, here for 5 iterations although the network was trained
-# with 2. A vote has 16 entries: each panel shows one class's votes projected on their two
-# principal axes, coloured by $R_{ij}$, with the class Gaussian's 2σ ellipse in the same
-# projection.
+# `class_layer_trace` runs the network up to its class layer - the 144 children's votes for the
+# 10 classes (16 numbers each) and the children's activations - and reruns the class layer's
+# routing one iteration at a time, here for 5 iterations although the network was trained with 2.
+# It routes with the layer's own $\beta_u$, $\beta_a$ and λ (`routing_betas()`: the shipped
+# network stores $\lambda\beta_a$, see *What λ does*), so its second iteration must be what the
+# network itself computes - the check right after it. A vote has 16 entries: each panel shows one
+# class's votes projected on their two principal axes, coloured by $R_{ij}$, with the class
+# Gaussian's 2σ ellipse in the same projection.
 
 # %%
 image, label = test_digits[0][0], int(test_digits[0][1])
-digit, digit_activations = digit_votes(em, image)  # (144, 10, 16), (144,)
-layer = em.classes
-steps = em_trace(digit, digit_activations, layer.beta_u.detach(), layer.beta_a.detach(), 5,
-                 em.config.inverse_temperature)
+digit, digit_activations, steps = class_layer_trace(em, image, 5)  # (144, 10, 16), (144,), 5 steps
+own = em(image[None])[1][0]  # (J,) the network's own class activations, with its 2 iterations
+assert torch.allclose(steps[em.config.routing_iterations - 1].a, own, atol=1e-6), "trace != network"
 ranked = steps[1].a.argsort(descending=True).tolist()  # classes by activation after 2 iterations
 print(f"test image 0, label {label}; class activations after iteration:")
 for t, step in enumerate(steps, 1):
@@ -411,8 +419,9 @@ digit_explorer.snapshot()
 
 # %%
 lambdas = [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
-sweep = torch.stack([em_routing(digit[None], digit_activations[None], layer.beta_u.detach(),
-                                layer.beta_a.detach(), 2, lam)[1][0] for lam in lambdas])  # (5, J)
+beta_u, beta_a = (beta.detach() for beta in em.classes.routing_betas())  # as the network routes
+sweep = torch.stack([em_routing(digit[None], digit_activations[None], beta_u, beta_a, 2, lam)[1][0]
+                     for lam in lambdas])  # (5, J)
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 for k in range(10):
     ax.plot(lambdas, sweep[:, k].detach(), "o-" if k == label else ".-", ms=4, lw=2 if k == label else 0.8,

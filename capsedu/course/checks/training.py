@@ -1,4 +1,5 @@
-r"""Checks for lesson 06: one training step, accuracy over a loader and the confusion matrix.
+r"""Checks for lesson 06: one training step, where the margin loss still pulls, and the digit
+capsules with uniform couplings (routing switched off).
 
 Shape legend:
     B      batch size
@@ -20,7 +21,7 @@ from capsedu.course.checks._kit import CheckResult, call_learner, verdict
 from capsedu.course.checks._probe import probe_capsnet
 from capsedu.nets.capsnet import CapsNet, capsnet_loss
 from capsedu.nets.losses import margin_loss
-from capsedu.training.loop import evaluate
+from capsedu.nets.squash import squash
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 StepFn = Callable[[CapsNet, torch.optim.Optimizer, torch.Tensor, torch.Tensor], object]
@@ -119,82 +120,82 @@ def check_train_step(fn: StepFn, *, quiet: bool = False) -> CheckResult:
                                       "decoder), zero_grad -> backward -> step", quiet=quiet)
 
 
-def _probe_loader(model: CapsNet) -> tuple[list[Batch], float]:
-    r"""Batches of 4, 4 and 2 images whose labels are right for 4/4, 2/4 and 1/2 of them."""
-    images, _ = _probe_batch(3, batch=10)
-    with torch.no_grad():
-        lengths = model(images).lengths  # (N, J)
-    best, worst = lengths.argmax(dim=1), lengths.argmin(dim=1)  # (N,)
-    right = torch.tensor([1, 1, 1, 1, 1, 0, 1, 0, 1, 0], dtype=torch.bool)
-    labels = torch.where(right, best, (best + 1 + (best + 1 == worst).long()) % 10)  # (N,)
-    batches = [(images[i:i + 4], labels[i:i + 4]) for i in (0, 4, 8)]
-    return batches, 0.7
+MarginFn = Callable[[torch.Tensor, torch.Tensor], object]
+UniformFn = Callable[[CapsNet, torch.Tensor], object]
+# six digits' capsule lengths (B, J) and labels: where does Eq. 4 still pull?
+_LENGTHS = torch.tensor([[0.95] + [0.05] * 9,  # right and past both margins: no loss
+                         [0.85] + [0.05] * 9,  # the true capsule too short
+                         [0.95, 0.15] + [0.05] * 8,  # an absent class too long
+                         [0.90] + [0.10] * 9,  # exactly at both margins: no loss
+                         [0.50] + [0.05] * 9,  # classified right, but still pulled up
+                         [0.92, 0.95] + [0.05] * 8])  # past m+, yet a rival is longer
+_PULLED = [False, True, True, False, True, True]
+_MARGIN_MISTAKES = {
+    (False, True, False, False, True, False): "you check only the true capsule against m+ = 0.9: "
+    "Eq. 4 also pulls every ABSENT class whose capsule is longer than m- = 0.1",
+    (False, False, True, False, False, True): "you check only the absent classes against m- = 0.1: "
+    "the true capsule must also reach m+ = 0.9",
+    (False, True, True, True, True, True): "a length exactly at a margin costs nothing "
+    "(max(0, 0.9 - 0.9) = 0): use < 0.9 and > 0.1, not <= and >=",
+    (False, False, False, False, False, True): "a misclassified digit is not the only one the loss "
+    "pulls on: lengths on the wrong side of a margin cost something even when the argmax is right",
+}
 
 
-def _accuracy_problem(fn: Callable[[CapsNet, list[Batch]], object]) -> str:
-    model = probe_capsnet(4)
-    loader, expected = _probe_loader(model)
-    value, problem = call_learner(fn, model, loader)
-    if problem:
-        return problem if "raised" not in problem else (
-            f"{problem}; it should return one number, the fraction of images classified right")
-    try:
-        value = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return f"return one number (the fraction right), got {type(value).__name__}"
-    reference = evaluate(model, loader)["accuracy"]
-    hints = {70.0: "that is a percentage: return the fraction in [0, 1] (correct / total)",
-             7 / 3: "you divided by the number of batches: divide by the number of IMAGES",
-             (1 + 0.5 + 0.5) / 3: "you averaged the per-batch accuracies, but the last batch is "
-                                  "smaller: count correct images over all batches, then divide",
-             0.5: "only one batch was counted: add up correct predictions over every batch",
-             0.0: "no image counted as right: predict with the LONGEST capsule, "
-                  "lengths.argmax(dim=1)"}
-    if abs(value - reference) <= 1e-6 and abs(reference - expected) <= 1e-6:
-        return ""
-    return next((h for v, h in hints.items() if abs(value - v) < 1e-6),
-                f"got {value:.4g}, expected {expected}: predict with lengths.argmax(dim=1), count the "
-                "matches with the labels over all batches and divide by the number of images")
-
-
-def check_accuracy(fn: Callable[[CapsNet, list[Batch]], object], *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(model, loader) -> fraction right`` against :func:`capsedu.evaluate`."""
-    return verdict(_accuracy_problem(fn), "accuracy matches capsedu.evaluate: correct images / "
-                                          "all images", quiet=quiet)
-
-
-def _confusion_problem(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]) -> str:
-    generator = torch.Generator().manual_seed(6)
-    labels = torch.randint(0, 9, (50,), generator=generator)  # (N,), class 9 never occurs
-    predictions = torch.where(torch.rand(50, generator=generator) < 0.7, labels,
-                              torch.randint(0, 10, (50,), generator=generator))  # (N,)
-    expected = torch.zeros(10, 10, dtype=torch.long)
-    expected.index_put_((labels, predictions), torch.ones(50, dtype=torch.long), accumulate=True)
-    matrix, problem = call_learner(fn, predictions.clone(), labels.clone(), 10)
+def _margin_problem(fn: MarginFn) -> str:
+    labels = torch.zeros(len(_LENGTHS), dtype=torch.long)
+    result, problem = call_learner(fn, _LENGTHS.clone(), labels, what="your margin_violations")
     if problem:
         return problem
-    try:
-        matrix = torch.as_tensor(matrix)
-    except (TypeError, ValueError, RuntimeError):
-        return f"return a (10, 10) tensor of counts, got {type(matrix).__name__}"
-    if matrix.shape != (10, 10):
-        return (f"expected a (num_classes, num_classes) = (10, 10) matrix, got {tuple(matrix.shape)}: "
-                "size it with num_classes, not with the largest label seen")
-    if torch.allclose(matrix.double(), expected.T.double()):
-        return "rows and columns are swapped: row = TRUE label, column = prediction"
-    if torch.allclose(matrix.double().sum(dim=1), torch.ones(10).double() * (expected.sum(dim=1) > 0)):
-        return "return counts, not fractions (each row sums to 1 in yours)"
-    if abs(float(matrix.double().sum()) - 50) > 1e-6:
-        return (f"the counts add up to {float(matrix.sum()):g}, not to the 50 images: add 1 at "
-                "[label, prediction] for every image")
-    if not torch.allclose(matrix.double(), expected.double()):
-        return ("some counts are off: entry [t, p] must count images with label t predicted as p "
-                "(index_put_ with accumulate=True or a double loop)")
-    return ""
+    if not isinstance(result, torch.Tensor) or result.shape != labels.shape:
+        return (f"return one True/False per digit, a (B,) = {tuple(labels.shape)} tensor, got "
+                f"{tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__}")
+    got = tuple(bool(x) for x in result.tolist())
+    if list(got) == _PULLED:
+        return ""
+    return _MARGIN_MISTAKES.get(got, "a digit is pulled when its true capsule is shorter than 0.9 or "
+                                     "any other capsule longer than 0.1 (the two terms of Eq. 4)")
 
 
-def check_confusion_matrix(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor], *,
-                           quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(predictions, labels, num_classes) -> (J, J)`` counts, rows true, columns predicted."""
-    return verdict(_confusion_problem(fn), "confusion matrix right: row = true label, column = "
-                                           "prediction, counts", quiet=quiet)
+def check_margin_violations(fn: MarginFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(lengths (B, J), labels (B,)) -> (B,)`` bool: where the margin loss is not zero."""
+    return verdict(_margin_problem(fn), "margin_violations finds every digit the margin loss still "
+                   "pulls on: true capsule < 0.9, or another capsule > 0.1", quiet=quiet)
+
+
+def _uniform_variants(model: CapsNet, images: torch.Tensor) -> dict[str, torch.Tensor]:
+    r"""The right answer, routing with r = 1, and the usual mistakes, as lengths (B, J)."""
+    with torch.no_grad():
+        u_hat = model.digits.prediction_vectors(model.encode(images))  # (B, I, J, D)
+        s = u_hat.sum(dim=1) / u_hat.shape[2]  # (B, J, D): c_ij = 1/J for every i, j
+        return {"right": squash(s).norm(dim=-1),
+                "the mean over the I inputs (c = 1/I) instead of c_ij = 1/J: s_j = sum_i u_hat / J":
+                    squash(u_hat.mean(dim=1)).norm(dim=-1),
+                "lengths longer than 1: squash s_j (Eq. 1) before taking its length": s.norm(dim=-1),
+                "that is the network's own routing (3 iterations): with every c_ij = 1/J there is "
+                "no iteration, s_j is the plain sum of the votes divided by J":
+                    model(images).lengths}
+
+
+def _uniform_problem(fn: UniformFn) -> str:
+    model, (images, _) = probe_capsnet(5), _probe_batch(7, batch=4)
+    variants = _uniform_variants(model, images)
+    torch.testing.assert_close(variants["right"], model(images, routing_iterations=1).lengths)
+    with torch.no_grad():
+        result, problem = call_learner(fn, model, images.clone(), what="your uniform_lengths")
+    if problem:
+        return problem
+    expected = variants.pop("right")
+    if not isinstance(result, torch.Tensor) or result.shape != expected.shape:
+        return (f"return the digit capsules' LENGTHS, shape (B, J) = {tuple(expected.shape)}, got "
+                f"{tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__}")
+    if torch.allclose(result.detach(), expected, atol=1e-5):
+        return ""
+    return next((hint for hint, wrong in variants.items() if torch.allclose(result.detach(), wrong, atol=1e-5)),
+                "with uniform couplings s_j = (1/J) sum_i u_hat_{j|i}, v_j = squash(s_j); return |v_j|")
+
+
+def check_uniform_lengths(fn: UniformFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(model, images) -> (B, J)``: digit-capsule lengths with every coupling 1/J."""
+    return verdict(_uniform_problem(fn), "uniform couplings give exactly the network's output with "
+                   "r = 1: s_j = (1/J) sum_i u_hat_{j|i}, no agreement step", quiet=quiet)

@@ -1,0 +1,108 @@
+r"""The prose guard: every measured number a lesson's text states is printed beside it or quoted.
+
+A lesson's markdown may state a result only if one of the lesson's stored outputs prints it
+(within the precision the prose gives: "98.8 %" is printed as 0.9876 or 98.76%), if the
+lesson's own code sets it, or if it is quoted from a source named in the same clause (the paper,
+a peer's README, a table or figure, a link). Numbers that move between runs - times and rates -
+must be printed by code, so they are checked the same way. What counts as a measured number:
+a decimal (``0.85``, ``1.407``), a percentage, a ratio (``3.7×``), or a number with a unit of
+time, rate, memory or points. Counts and sizes (4,000 images, 16 dimensions), lesson, equation
+and figure numbers are not checked; code spans, formulas and link targets are left out.
+
+``python -m coursetools.prose [NN ...]`` lists the unsupported numbers of each lesson.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+UNITS = r"(?:%|×|x\b|s\b|ms\b|µs\b|min\b|minutes?\b|seconds?\b|hours?\b|images/s|img/s|pairs/s|MiB\b|MB\b|GB\b|GiB\b|points?\b|pp\b)"
+MEASURED = re.compile(rf"(?<![\w.,/×-])(\d{{1,3}}(?:,\d{{3}})+|\d+)(\.\d+)?(?=\s?{UNITS})(?!\s?×\s?\d)"
+                      rf"|(?<![\w.,/×-])(\d+)(\.\d+)(?![\w.])")
+ESTIMATE = re.compile(r"\babout \**\d+ minutes\b", re.IGNORECASE)  # a lesson's planned time, not a measurement
+NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?")
+SOURCES = re.compile(r"\bpaper|\bet al\b|\bTable \d|\bFigure \d|\bSection \d|\bAppendix|\bREADME|\barXiv|\]\(http|"
+                     r"\breports?\b|\breported\b|\bquotes?\b|\bPuzzle|\bport\b|Keras|TensorFlow|"
+                     r"\bgithub\b|\bhinton-problems|\bshinseung|\bXifengGuo|\byl-1993|\bMazzia|\bSabour|\bHinton",
+                     re.IGNORECASE)
+CLAUSES = re.compile(r"(?<=[.;:!?])\s+(?=[A-Z(*])|;\s|\s—\s|\s-\s|\bwhile\b|\bwhereas\b|\bagainst\b|\bbut\b|\bthan\b")
+
+
+def _prose(markdown: str) -> str:
+    text = re.sub(r"```.*?```", " ", markdown, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
+    text = re.sub(r"\$[^$\n]+\$", " ", text)
+    text = re.sub(r"`[^`\n]+`", " ", text)
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", " ", text)
+    text = re.sub(r"\]\((?!http)[^)]*\)", "]", text)
+    text = re.sub(r"<[^>]+>", " ", text)
+    return re.sub(r"\s+", " ", text)
+
+
+def _value(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def printed_numbers(notebook: dict) -> list[float]:
+    r"""Every number the lesson's stored outputs print (text, not images) and its code sets."""
+    found = []
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        texts = ["".join(cell["source"])]
+        for output in cell.get("outputs", []):
+            for text in (output.get("text"), output.get("data", {}).get("text/plain"),
+                         output.get("data", {}).get("text/markdown")):
+                texts.append("".join(text) if isinstance(text, list) else text or "")
+        found += [_value(n) for text in texts for n in NUMBER.findall(text)]
+    return found
+
+
+def _supported(value: float, decimals: int, printed: list[float]) -> bool:
+    tolerance = 0.5 * 10 ** -decimals + 1e-9
+    return any(abs(w - value) <= tolerance or abs(100 * w - value) <= tolerance for w in printed)
+
+
+def unsupported(notebook: dict) -> list[tuple[int, str, str]]:
+    r"""``(cell index, number, clause)`` for each measured number of the markdown that no output
+    prints, no code sets and no source in its clause accounts for."""
+    printed = printed_numbers(notebook)
+    problems = []
+    for index, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        for clause in CLAUSES.split(ESTIMATE.sub(" ", _prose("".join(cell["source"])))):
+            if not clause or SOURCES.search(clause):
+                continue
+            for match in MEASURED.finditer(clause):
+                whole, fraction = (match.group(1), match.group(2)) if match.group(1) else match.group(3, 4)
+                fraction = fraction or ""
+                if not _supported(_value(whole + fraction), max(len(fraction) - 1, 0), printed):
+                    problems.append((index, whole + fraction, clause.strip()))
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("lessons", nargs="*", help="lesson numbers (default: all)")
+    args = parser.parse_args(argv)
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if args.lessons:
+        paths = [p for p in paths if p.stem[:2] in args.lessons]
+    total = 0
+    for path in paths:
+        problems = unsupported(json.loads(path.read_text()))
+        total += len(problems)
+        for index, number, clause in problems:
+            print(f"{path.stem} cell {index}: {number}  <-  {clause[:160]}")
+    print(f"{total} unsupported number(s)")
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
