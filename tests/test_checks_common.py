@@ -8,7 +8,6 @@ import pkgutil
 import pytest
 import torch
 
-import capsedu
 import capsedu.course.checks as checks_package
 from capsedu.course.checks import CheckFailed
 from capsedu.course.checks._kit import STUB_HINT
@@ -24,8 +23,7 @@ def _all_checks() -> dict:
 
 
 CHECKS = _all_checks()
-NEEDS_MODEL_AND_IMAGE = {"check_dimension_effects", "check_dimension_names"}
-NEEDS_MODEL_AND_DATA = {"check_accuracy_per_angle"}
+NEEDS_MODEL_AND_IMAGE = {"check_ink_change", "check_centre_shift"}
 NEEDS_MODEL = {"check_reconstruct_one"}
 TAKES_A_MODULE = {"check_decoder"}  # the learner passes an nn.Module, not a function
 
@@ -42,8 +40,6 @@ def call(model):
         extra = (model, image) if name in NEEDS_MODEL_AND_IMAGE else ()
         if name in NEEDS_MODEL:
             extra = (model,)
-        if name in NEEDS_MODEL_AND_DATA:
-            extra = (model, capsedu.MNISTData(image.expand(4, 1, 28, 28), torch.arange(4), "random"))
         return CHECKS[name](answer, *extra, **kwargs)
     return run
 

@@ -1,60 +1,42 @@
 """Tests for capsedu.course.checks.efficient: right answers pass, typical mistakes get their own hint."""
 
-import math
-
+import pytest
 import torch
 
-from capsedu.course.checks.efficient import check_attention_couplings, check_efficient_squash
-from capsedu.nets.self_attention import attention_logits, efficient_squash
+from capsedu import squash
+from capsedu.course.checks.efficient import check_coupling_spread, check_uniform_couplings
+from capsedu.nets.self_attention import efficient_squash
 
 
-def test_check_efficient_squash_passes_capsedus_squash_and_a_hand_written_one():
-    assert check_efficient_squash(efficient_squash)
-
-    def by_hand(s):
-        norm = torch.sqrt((s ** 2).sum(-1, keepdim=True) + 1e-9)
-        return (1 - 1 / torch.exp(norm)) * s / norm
-    assert check_efficient_squash(by_hand)
+def uniform(u_hat, b):
+    return efficient_squash(torch.einsum("ij,bijd->bjd", 1 / u_hat.shape[2] + b, u_hat))
 
 
-def test_check_efficient_squash_hints():
-    def norm(s):
-        return torch.sqrt((s * s).sum(-1, keepdim=True) + 1e-8)
-    cases = {
-        "Eq. 1 of 2017": lambda s: norm(s) ** 2 / (1 + norm(s) ** 2) * s / norm(s),
-        "multiply the unit vector": lambda s: (1 - torch.exp(-norm(s))) * s,
-        "exponent's sign": lambda s: (1 - torch.exp(norm(s))) * s / norm(s),
-        "zero vector gives NaN": lambda s: (1 - torch.exp(-s.norm(dim=-1, keepdim=True))) * s / s.norm(dim=-1, keepdim=True),
-        "input's shape": lambda s: efficient_squash(s)[0],
-        "(1 - exp(-|s|)) * s / |s|": lambda s: efficient_squash(s, dim=1),
-    }
-    for expected, answer in cases.items():
-        result = check_efficient_squash(answer, quiet=True)
-        assert not result and expected in result.message, (expected, result.message)
+def test_check_uniform_couplings_passes_and_names_mistakes(capsys):
+    assert check_uniform_couplings(uniform)
+    cases = {"prior is missing": lambda u, b: uniform(u, b * 0),
+             "among the inputs": lambda u, b: efficient_squash(torch.einsum("ij,bijd->bjd", 1 / u.shape[1] + b, u)),
+             "no softmax": lambda u, b: efficient_squash(torch.einsum("ij,bijd->bjd", torch.softmax(b, 1), u)),
+             "Eq. 1's squash": lambda u, b: squash(torch.einsum("ij,bijd->bjd", 1 / u.shape[2] + b, u)),
+             "class capsules v (B, J, D)": lambda u, b: uniform(u, b).norm(dim=-1),
+             "s_j = sum_i (1/J + b_ij)": lambda u, b: 2 * uniform(u, b)}
+    for fragment, wrong in cases.items():
+        result = check_uniform_couplings(wrong)
+        assert not result and fragment in result.message, (fragment, result.message)
 
 
-def reference_couplings(u_hat):
-    return torch.softmax(attention_logits(u_hat), dim=2)
+@pytest.mark.parametrize("wrong, fragment", [
+    (lambda c: c.std(dim=1, correction=0).mean(), "across the IMAGES"),
+    (lambda c: c.std(dim=0).mean(), "population standard deviation"),
+    (lambda c: c.var(dim=0, correction=0).mean(), "variance"),
+    (lambda c: c.std(correction=0), "mixes the couplings"),
+    (lambda c: c.std(dim=0, correction=0), "one number"),
+])
+def test_check_coupling_spread_names_mistakes(wrong, fragment):
+    result = check_coupling_spread(wrong)
+    assert not result and fragment in result.message, result.message
 
 
-def test_check_attention_couplings_passes_right_answers():
-    assert check_attention_couplings(reference_couplings)
-
-    def full_matrix(u_hat):
-        A = torch.einsum("bijd,bkjd->bjik", u_hat, u_hat) / math.sqrt(u_hat.shape[-1])  # (B, J, I, I)
-        return torch.softmax(A.sum(-1).transpose(1, 2), dim=-1)
-    assert check_attention_couplings(full_matrix)
-
-
-def test_check_attention_couplings_hints():
-    D = 4
-    cases = {
-        "over the output capsules j": lambda u: torch.softmax(attention_logits(u), dim=1),
-        "sqrt(D)": lambda u: torch.softmax(attention_logits(u) * math.sqrt(D), dim=2),
-        "only with itself": lambda u: torch.softmax((u * u).sum(-1) / math.sqrt(D), dim=2),
-        "(B, I, J)": lambda u: reference_couplings(u).transpose(1, 2),
-        "c = softmax over j": lambda u: torch.softmax(attention_logits(u) + 1.0 * torch.arange(3.0), dim=2),
-    }
-    for expected, answer in cases.items():
-        result = check_attention_couplings(answer, quiet=True)
-        assert not result and expected in result.message, (expected, result.message)
+def test_check_coupling_spread_passes_the_statistic():
+    assert check_coupling_spread(lambda c: c.std(dim=0, correction=0).mean())
+    assert check_coupling_spread(lambda c: float(((c - c.mean(0)) ** 2).mean(0).sqrt().mean()))

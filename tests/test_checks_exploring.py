@@ -1,116 +1,67 @@
 """capsedu.course.checks.exploring: right answers pass, each typical mistake gets its own hint."""
 
 import pytest
+import torch
 
 from capsedu.course.checks.exploring import (
+    check_centre_shift,
     check_couplings_for_class,
-    check_dimension_effects,
-    check_dimension_names,
-    check_perturb_dimension,
-    reference_dimension_effects,
+    check_ink_change,
 )
 from capsedu.explore.probes import perturbation_sweep
 
 
-def right_perturb(capsules, label, dim, delta):
-    moved = capsules.clone()
-    moved[label, dim] += delta
-    return moved
+def extremes(model, image):
+    images, _ = perturbation_sweep(model, image)  # (D, V, H, W)
+    return images[:, 0], images[:, images.shape[1] // 2], images[:, -1]
 
 
-def in_place(capsules, label, dim, delta):
-    capsules[label, dim] += delta
-    return capsules
+def ink(model, image):
+    low, _, high = extremes(model, image)
+    return high.sum(dim=(1, 2)) - low.sum(dim=(1, 2))
 
 
-def whole_row(capsules, label, dim, delta):
-    moved = capsules.clone()
-    moved[label] += delta
-    return moved
+def centre(model, image):
+    low, _, high = extremes(model, image)
+    x = torch.arange(28, dtype=torch.float32)
+    return ((high * x).sum(dim=(1, 2)) / high.sum(dim=(1, 2))) - ((low * x).sum(dim=(1, 2)) / low.sum(dim=(1, 2)))
 
 
-def whole_column(capsules, label, dim, delta):
-    moved = capsules.clone()
-    moved[:, dim] += delta
-    return moved
-
-
-def swapped(capsules, label, dim, delta):
-    moved = capsules.clone()
-    moved[dim, label] += delta
-    return moved
-
-
-def scaled(capsules, label, dim, delta):
-    moved = capsules.clone()
-    moved[label, dim] *= delta
-    return moved
-
-
-def test_perturb_right_answer_passes(capsys):
-    assert check_perturb_dimension(right_perturb)
-    assert "✅" in capsys.readouterr().out
+def test_ink_and_centre_right_answers_pass(model, image, capsys):
+    assert check_ink_change(ink, model, image) and check_centre_shift(centre, model, image)
+    assert capsys.readouterr().out.count("✅") == 2
 
 
 @pytest.mark.parametrize("fn, hint", [
-    (in_place, "in place"), (whole_row, "every dimension of capsule"),
-    (whole_column, "of every capsule"), (swapped, "[dim, label]"), (scaled, "multiplied"),
-    (lambda c, l, d, x: None, "return"), (lambda c, l, d, x: c[l], "shape"),
-    (lambda c, l, d, x: c.clone() + 1, "differ"),
+    (lambda m, i: ink(m, i).abs(), "keep the sign"),
+    (lambda m, i: -ink(m, i), "reversed"),
+    (lambda m, i: ink(m, i) / 784, "SUM over the pixels"),
+    (lambda m, i: (extremes(m, i)[2] - extremes(m, i)[0]).abs().sum(dim=(1, 2)), "every changed pixel"),
+    (lambda m, i: extremes(m, i)[2].sum(dim=(1, 2)) - extremes(m, i)[1].sum(dim=(1, 2)), "two extremes"),
+    (lambda m, i: ink(m, i)[:8], "shape"),
+    (lambda m, i: ink(m, i) + 1.0, "the numbers differ"),
 ])
-def test_perturb_mistakes_get_specific_hints(fn, hint):
-    result = check_perturb_dimension(fn)
-    assert not result and hint in result.message and result.message.startswith("❌")
+def test_ink_change_mistakes(model, image, fn, hint):
+    result = check_ink_change(fn, model, image)
+    assert not result and hint in result.message, result.message
 
 
-def test_dimension_effects_right_answer_passes(model, image):
-    assert check_dimension_effects(reference_dimension_effects, model, image)
+def vertical(model, image):
+    low, _, high = extremes(model, image)
+    y = torch.arange(28, dtype=torch.float32)[:, None]
+    return ((high * y).sum(dim=(1, 2)) / high.sum(dim=(1, 2))) - ((low * y).sum(dim=(1, 2)) / low.sum(dim=(1, 2)))
 
 
-def signed(model, image):
-    images, _ = perturbation_sweep(model, image)
-    return (images[:, -1] - images[:, 0]).mean(dim=(1, 2))
-
-
-def against_middle(model, image):
-    images, _ = perturbation_sweep(model, image)
-    return (images[:, -1] - images[:, 5]).abs().mean(dim=(1, 2))
-
-
-def summed(model, image):
-    images, _ = perturbation_sweep(model, image)
-    return (images[:, -1] - images[:, 0]).abs().sum(dim=(1, 2))
-
-
-def per_pixel(model, image):
-    images, _ = perturbation_sweep(model, image)
-    return (images[:, -1] - images[:, 0]).abs()
-
-
-@pytest.mark.parametrize("fn, hint", [(signed, ".abs()"), (against_middle, "extremes"),
-                                      (summed, "summed"), (per_pixel, "shape (16,)"),
-                                      (lambda m, i: [0.0] * 16, "torch.Tensor")])
-def test_dimension_effects_mistakes(model, image, fn, hint):
-    result = check_dimension_effects(fn, model, image)
-    assert not result and hint in result.message
-
-
-def test_dimension_names(model, image):
-    ranking = reference_dimension_effects(model, image).argsort(descending=True).tolist()
-    top, weakest = ranking[:3], ranking[-1]
-
-    def naming(names):
-        return lambda effects: names
-
-    assert check_dimension_names(naming(dict(zip(top, ["stroke width", "slant", "wider"]))), model, image)
-    cases = [([1, 2, 3], "dict"), ({top[0]: "a b c"}, "at least 3"),
-             ({top[0]: "stroke width", str(top[1]): "slant", top[2]: "wider"}, "keys"),
-             ({top[0]: "stroke width", top[1]: "...", top[2]: "wider"}, "describe"),
-             ({top[0]: "stroke width", top[1]: "slant", weakest: "wider"}, "barely change"),
-             ({top[0]: "stroke width", top[1]: "slant", 99: "wider"}, "keys")]
-    for names, hint in cases:
-        result = check_dimension_names(naming(names), model, image)
-        assert not result and hint in result.message, (names, result.message)
+@pytest.mark.parametrize("fn, hint", [
+    (vertical, "vertical shift"),
+    (lambda m, i: -centre(m, i), "reversed"),
+    (lambda m, i: (extremes(m, i)[2] * torch.arange(28.0)).sum(dim=(1, 2))
+     - (extremes(m, i)[0] * torch.arange(28.0)).sum(dim=(1, 2)), "average position"),
+    (lambda m, i: centre(m, i) + 0.5, "centre = sum_x"),
+])
+def test_centre_shift_mistakes(model, image, fn, hint):
+    result = check_centre_shift(fn, model, image)
+    assert not result and hint in result.message, result.message
 
 
 def right_couplings(c, label, num_types):

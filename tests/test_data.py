@@ -61,15 +61,17 @@ def test_offline_subset_split_is_deterministic_balanced_and_disjoint(tmp_path, c
 
 def test_falls_back_to_offline_when_download_fails(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(data_module, "_download", lambda root, split: calls.append(split))
-    data = load_mnist("test", root=tmp_path, verbose=False)
+    monkeypatch.setattr(data_module, "_download", lambda root, split: calls.append(split) or (None, "offline"))
+    with pytest.warns(RuntimeWarning, match=r"no download \(offline\)"):
+        data = load_mnist("test", root=tmp_path, verbose=False)
     assert calls == ["test"] and len(data) == 1_000
 
 
-def test_download_failure_is_not_an_error(tmp_path):
+def test_download_failure_is_not_an_error_and_says_why(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("the data root cannot be created below a file")
-    assert data_module._download(blocker / "root", "test") is None
+    data, why = data_module._download(blocker / "root", "test")
+    assert data is None and why.split(":")[0] in {"NotADirectoryError", "FileExistsError", "OSError", "RuntimeError"}
 
 
 @pytest.mark.parametrize("layout", ["MNIST/raw", "mnist", "."])
@@ -220,3 +222,25 @@ def test_batch_loader_gives_the_dataloaders_batches_in_its_order(batch_size):
     assert torch.equal(in_order, data.labels)
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         batch_loader(data, 0)
+
+
+def test_a_misspelt_data_root_stops_with_the_path_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    typo = tmp_path / "shraed" / "data"
+    monkeypatch.setenv("CAPSEDU_DATA", str(typo))
+    with pytest.raises(DataFileError, match=r"shraed/data \(CAPSEDU_DATA\) does not exist: check its spelling"):
+        load_mnist("train")
+    with pytest.raises(DataFileError, match="given as root"):
+        load_mnist("test", root=tmp_path / "nope")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no folder was created
+
+
+def test_a_named_empty_root_warns_loudly_and_a_failed_download_removes_its_folders(tmp_path, capsys, monkeypatch):
+    def failing_download(*args, **kwargs):
+        (tmp_path / "MNIST" / "raw").mkdir(parents=True)  # what torchvision does before it fails
+        raise RuntimeError("Error downloading train-images-idx3-ubyte.gz: no network")
+
+    monkeypatch.setattr("torchvision.datasets.MNIST", failing_download)
+    with pytest.warns(RuntimeWarning, match="no MNIST train files in the data root you named"):
+        data = load_mnist("train", root=tmp_path, verbose=False)
+    assert len(data) == 4_000 and "WARNING" in capsys.readouterr().out
+    assert not (tmp_path / "MNIST").exists()  # the download's folders are gone with it

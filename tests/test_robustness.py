@@ -2,8 +2,6 @@
 
 import pytest
 import torch
-from torchvision.transforms import InterpolationMode
-from torchvision.transforms import functional as TF
 
 import capsedu
 from capsedu.course.checks import robustness as checks
@@ -109,55 +107,38 @@ def test_transform_explorer_shows_both_networks_on_the_transformed_digit(model, 
     assert len(figure.subfigs[0].axes) == 6
 
 
-def test_check_rotate_digits_passes_the_solution_and_names_mistakes(capsys):
-    def solution(images, angle):
-        return TF.rotate(images, angle, InterpolationMode.BILINEAR)
+def test_check_probe_error_passes_least_squares_and_names_mistakes(capsys):
+    def probe(train_x, train_y, test_x, test_y):
+        ones = torch.ones(len(train_x), 1)
+        w = torch.linalg.pinv(torch.cat([train_x, ones], 1)) @ train_y
+        return float((torch.cat([test_x, torch.ones(len(test_x), 1)], 1) @ w - test_y).square().mean().sqrt())
 
-    assert checks.check_rotate_digits(solution)
-    assert not checks.check_rotate_digits(lambda images, angle: solution(images, -angle))
-    assert "clockwise" in capsys.readouterr().out
-    assert not checks.check_rotate_digits(lambda images, angle: TF.rotate(images, angle))
-    assert "BILINEAR" in capsys.readouterr().out
-    assert not checks.check_rotate_digits(lambda images, angle: TF.rotate(images, angle, expand=True))
-    assert "28x28 frame" in capsys.readouterr().out
+    assert checks.check_probe_error(probe)
+    assert not checks.check_probe_error(lambda a, b, c, d: probe(a, b, a, b))
+    assert "TRAINING examples" in capsys.readouterr().out
+    assert not checks.check_probe_error(lambda a, b, c, d: probe(a, b, c, d) ** 2)
+    assert "SQUARED" in capsys.readouterr().out
+    assert not checks.check_probe_error(lambda a, b, c, d: checks._no_bias_error(a, b, c, d))
+    assert "column of ones" in capsys.readouterr().out
+    assert not checks.check_probe_error(lambda a, b, c, d: probe(c, d, c, d))
+    assert "fitted on the test" in capsys.readouterr().out
+    assert not checks.check_probe_error(lambda a, b, c, d: [1.0, 2.0])
+    assert "one number" in capsys.readouterr().out
 
-    def stub(images, angle):
+
+def test_check_orientation_reads_bars_and_names_mistakes(capsys):
+    assert checks.check_orientation(checks.reference_orientation)
+    angles = checks.reference_orientation(checks._strokes())
+    assert angles.tolist() == pytest.approx([0.0, 30.0, 60.0, -45.0], abs=1.0)  # bars drawn at these
+    assert not checks.check_orientation(lambda x: -checks.reference_orientation(x))
+    assert "wrong way" in capsys.readouterr().out
+    assert not checks.check_orientation(lambda x: torch.deg2rad(checks.reference_orientation(x)))
+    assert "degrees, not radians" in capsys.readouterr().out
+    assert not checks.check_orientation(lambda x: 2 * checks.reference_orientation(x))
+    assert "halve it" in capsys.readouterr().out
+
+    def stub(images):
         raise NotImplementedError
 
-    assert not checks.check_rotate_digits(stub)
+    assert not checks.check_orientation(stub)
     assert "not written yet" in capsys.readouterr().out
-
-
-def test_check_accuracy_per_angle(cnn, digits, capsys):
-    def solution(model, data, angles):
-        return checks.reference_accuracy_per_angle(model, data, angles)
-
-    assert checks.check_accuracy_per_angle(solution, cnn, digits)
-    assert not checks.check_accuracy_per_angle(lambda m, d, a: 100 * solution(m, d, a), cnn, digits)
-    assert "percentages" in capsys.readouterr().out
-    assert not checks.check_accuracy_per_angle(lambda m, d, a: solution(m, d, a)[:2], cnn, digits)
-    assert "one accuracy per angle" in capsys.readouterr().out
-    assert not checks.check_accuracy_per_angle(lambda m, d, a: solution(m, d, [0.0] * len(a)) + 0.5,
-                                               cnn, digits)
-
-
-def test_check_crossings(capsys):
-    assert checks.reference_crossings([0, 10, 20], [0.9, 0.8, 0.7], [0.5, 0.6, 0.8]) == [pytest.approx(50 / 3)]
-    assert checks.check_crossings(checks.reference_crossings)
-    assert not checks.check_crossings(lambda angles, first, second: [])
-    assert "crossing twice" in capsys.readouterr().out
-
-    def both_sides(angles, first, second):  # counts an exact meeting twice
-        found = checks.reference_crossings(angles, first, second)
-        gap = [a - b for a, b in zip(first, second)]
-        return found + [float(a) for a, g in zip(angles, gap) if g == 0]
-
-    assert not checks.check_crossings(both_sides)
-    assert "counts once" in capsys.readouterr().out
-
-    def midpoint(angles, first, second):  # no interpolation
-        gap = [a - b for a, b in zip(first, second)]
-        return [(angles[k] + angles[k + 1]) / 2 for k in range(len(gap) - 1) if gap[k] * gap[k + 1] < 0]
-
-    assert not checks.check_crossings(midpoint)
-    assert "interpolate" in capsys.readouterr().out

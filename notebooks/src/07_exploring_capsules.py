@@ -50,9 +50,7 @@ import matplotlib.pyplot as plt
 import torch
 
 import capsedu
-from capsedu.course.checks.exploring import (check_couplings_for_class, check_dimension_effects,
-                                             check_dimension_names, check_perturb_dimension,
-                                             reference_dimension_effects)
+from capsedu.course.checks.exploring import check_centre_shift, check_couplings_for_class, check_ink_change
 from capsedu.explore.figures import COUPLING_TOP, coupling_norm, perturbation_grid, reconstruction_grid
 from capsedu.explore.probes import (couplings_on_grid, encode_image, perturbation_sweep,
                                     perturbed_reconstructions, routing_trace, vote_shares)
@@ -198,7 +196,7 @@ perturbation_grid(model, test.images[6], strongest=6)
 #
 # The same experiment, live: pick an image by its index in the test split, move the 16 sliders
 # (several at once if you like), watch the reconstruction and the capsule lengths (the winning
-# capsule in orange; the black tick marks its length before you moved anything). **reset** puts
+# capsule in red; the black tick marks its length before you moved anything). **reset** puts
 # every slider back to 0. The figure is redrawn in place, so it follows the sliders smoothly.
 
 # %%
@@ -228,22 +226,8 @@ router = routing_explorer(model, test, index=0)
 router
 
 # %% [markdown]
-# The same figure after one and after three iterations (the network's own number):
-
-# %%
-router.iterations.value = 1
-router.snapshot()
-
-# %%
-router.iterations.value = 3
-router.snapshot()
-
-# %% [markdown]
-# After one iteration every class gets exactly a fair share (0.100) and capsule 7 is already 0.66
-# long; after three its share is only 0.110 — the nine others just under 0.100 — yet its length
-# is 0.92. The averaged map over the digit barely changes colour, while the per-type maps (bottom
-# right) show red and blue patches: routing moves little of the vote in total, but it moves it
-# *within* the class, towards the capsules whose votes agree.
+# Lesson 03 walked through this explorer on the same digit, iteration by iteration. Here we
+# measure over the test split what it shows for one digit.
 #
 # ## Explore
 #
@@ -270,8 +254,10 @@ predicted = {r: torch.cat(lengths).argmax(dim=1) for r, lengths in by_r.items()}
 share = torch.cat(shares)  # (N,) share of the votes reaching the predicted class, r = 3
 right = {r: p == searched_labels for r, p in predicted.items()}
 changed = predicted[1] != predicted[3]
-print(f"accuracy without routing (r = 1): {right[1].float().mean():.2%}; with r = 3: "
-      f"{right[3].float().mean():.2%} ({n_search:,} test images)")
+accuracy = {r: float(hits.float().mean()) for r, hits in right.items()}
+print(f"accuracy without routing (r = 1): {capsedu.with_error(accuracy[1], n_search)}; with r = 3: "
+      f"{capsedu.with_error(accuracy[3], n_search)} ({n_search:,} test images)")
+print(capsedu.compare_accuracies("r = 3", accuracy[3], n_search, "r = 1", accuracy[1], n_search))
 print(f"routing changed {int(changed.sum())} predictions: fixed {int((~right[1] & right[3]).sum())}, "
       f"broke {int((right[1] & ~right[3]).sum())}")
 print(f"share of the votes reaching the predicted class at r = 3: {share[right[3]].mean():.3f} when "
@@ -299,14 +285,16 @@ lengths = torch.cat(by_r[3])  # (N, J) with r = 3
 worst = int(wrong[lengths[wrong].max(dim=1).values.argmax()])
 true_class, wrong_class = int(test.labels[worst]), int(predicted[3][worst])
 encoded = encode_image(model, test.images[worst])
-trace = routing_trace(encoded.u_hat, 7, encoded.u)
+trained_r = config.routing_iterations  # 3: iterations beyond it are outside what training saw
+trace = routing_trace(encoded.u_hat, trained_r, encoded.u)
 fig, (ax_img, ax_len, ax_true, ax_wrong) = plt.subplots(1, 4, figsize=(12, 3.1))
 ax_img.imshow(test.images[worst, 0], cmap="gray", vmin=0, vmax=1)
 ax_img.set_title(f"test image {worst}: true {true_class}, predicted {wrong_class}", fontsize=9)
 ax_img.set_axis_off()
 for k, style, colour in [(true_class, "o-", "tab:red"), (wrong_class, "s--", "tab:orange")]:
-    ax_len.plot(range(1, 8), trace.lengths[:, k], style, color=colour, label=f"class {k}")
-ax_len.set(xlabel="routing iterations r", ylabel="capsule length", title="Lengths", ylim=(0, 1))
+    ax_len.plot(range(1, trained_r + 1), trace.lengths[:, k], style, color=colour, label=f"class {k}")
+ax_len.set(xlabel="routing iterations r", ylabel="capsule length", title="Lengths", ylim=(0, 1),
+           xticks=range(1, trained_r + 1))
 ax_len.legend(fontsize=8)
 with torch.no_grad():
     for ax, k in [(ax_true, true_class), (ax_wrong, wrong_class)]:
@@ -317,8 +305,8 @@ with torch.no_grad():
 fig.suptitle(f"A misclassified {true_class}: already at r = 1 the votes favour the {wrong_class}")
 fig.tight_layout()
 plt.show()
-print(f"lengths r = 1..7, class {true_class}:", " ".join(f"{x:.2f}" for x in trace.lengths[:, true_class]))
-print(f"lengths r = 1..7, class {wrong_class}:", " ".join(f"{x:.2f}" for x in trace.lengths[:, wrong_class]))
+for k in (true_class, wrong_class):
+    print(f"lengths r = 1..{trained_r}, class {k}:", " ".join(f"{x:.2f}" for x in trace.lengths[:, k]))
 
 # %% [markdown]
 # Test image 9009 is a 7 written with a crossbar and a curled top, and it looks much like a 2:
@@ -354,77 +342,75 @@ wrong_router.snapshot()
 # %% [markdown]
 # ## Exercises
 #
-# ### Exercise 1: perturb one dimension
+# ### Exercise 1: which dimensions thicken the stroke?
 #
-# Write `perturb_dimension(capsules, label, dim, delta)`: given the digit capsules of one image
-# (J × 16), return a **new** tensor with `delta` added to dimension `dim` of capsule `label` only.
-# Leave the input unchanged.
+# If a capsule's direction encodes *how* the digit is drawn, some dimensions should make the
+# stroke bolder and others thinner - and you can measure it without looking. Write
+# `ink_change(model, image)`: for each of the 16 dimensions, the **total ink** (the sum of the
+# pixels) of the reconstruction at +0.25 minus that at −0.25. Positive means the dimension adds
+# ink - a bolder or longer stroke - as it grows. `perturbation_sweep(model, image)` returns the
+# decoded images of the grid above as a (16, 11, 28, 28) tensor (and the class): column 0 is
+# −0.25, the last column +0.25.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def perturb_dimension(capsules: torch.Tensor, label: int, dim: int, delta: float) -> torch.Tensor:
-    """A copy of ``capsules`` (J, D_out) with ``capsules[label, dim]`` moved by ``delta``."""
-    ### BEGIN SOLUTION
-    moved = capsules.clone()
-    moved[label, dim] += delta
-    return moved
-    ### END SOLUTION
-
-
-# %%
-# NBVAL_CHECK_OUTPUT
-check_perturb_dimension(perturb_dimension);
-
-# %% [markdown]
-# ### Exercise 2: which dimensions matter, and what do they do?
-#
-# Write `dimension_effects(model, image)`: for each of the 16 dimensions, how much the
-# reconstruction changes between the −0.25 and the +0.25 perturbation, measured as the **mean
-# absolute pixel difference**. `perturbation_sweep(model, image)` returns the decoded images of the
-# grid above as a (16, 11, 28, 28) tensor (and the class).
-
-# %% jupyter={"source_hidden": true} tags=["hide-input"]
-def dimension_effects(model: capsedu.CapsNet, image: torch.Tensor) -> torch.Tensor:
-    """Mean |reconstruction(+0.25) - reconstruction(-0.25)| for each dimension, shape (D_out,)."""
+def ink_change(model: capsedu.CapsNet, image: torch.Tensor) -> torch.Tensor:
+    """Ink of the +0.25 reconstruction minus ink of the -0.25 one, per dimension, (D_out,)."""
     ### BEGIN SOLUTION
     images, _ = perturbation_sweep(model, image)  # (D_out, V, H, W)
-    return (images[:, -1] - images[:, 0]).abs().mean(dim=(1, 2))
+    return images[:, -1].sum(dim=(1, 2)) - images[:, 0].sum(dim=(1, 2))  # (D_out,)
     ### END SOLUTION
 
 
 # %%
 # NBVAL_CHECK_OUTPUT
-check_dimension_effects(dimension_effects, model, image);
-
-# %% [markdown]
-# Now name what the strongest dimensions do. Write `name_dimensions(effects)` returning a dict from
-# dimension number to a few words — "stroke width", "slant to the right", "wider", "loop closes" —
-# for **three** of the strongest dimensions of the first digit. Look at their rows in the grid of
-# six above (and move them in the perturbation explorer, on other digits too). The check verifies
-# that you picked dimensions that really change the digit and wrote something for each; what you
-# write is yours to judge, and yours may differ from the model answer.
+check_ink_change(ink_change, model, image);
 
 # %%
-effects = reference_dimension_effects(model, image)
-print("dimensions, strongest first:", effects.argsort(descending=True).tolist())
+for name, index in (("the 7 (test image 0)", 0), ("the 4 (test image 6)", 6)):
+    gained = ink_change(model, test.images[index])  # (D_out,)
+    order = gained.argsort()
+    print(f"{name}: most ink added by dimension {int(order[-1])} ({gained[order[-1]]:+.1f} pixels' worth), "
+          f"most removed by dimension {int(order[0])} ({gained[order[0]]:+.1f})")
 
+# %% [markdown]
+# Look up those dimensions in the two perturbation grids above: is the one that adds most ink a
+# "stroke width" dimension, or does it lengthen a stroke? Is it the same dimension for both digits?
+#
+# ### Exercise 2: which dimensions move the digit sideways?
+#
+# A pose includes position. Write `centre_shift(model, image)`: for each dimension, how many
+# pixels to the **right** the centre of the reconstruction's ink moves from −0.25 to +0.25. The
+# horizontal centre of a picture is $\sum_x x\,\text{ink}(x) / \sum_x \text{ink}(x)$, with $x$ the
+# column index and ink(x) the sum of column $x$.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def name_dimensions(effects: torch.Tensor) -> dict[int, str]:
-    """Three of the dimensions with the largest ``effects`` (D_out,), each with what it does."""
+def centre_shift(model: capsedu.CapsNet, image: torch.Tensor) -> torch.Tensor:
+    """Rightward move (pixels) of the ink's centre from -0.25 to +0.25, per dimension, (D_out,)."""
     ### BEGIN SOLUTION
-    read = {8: "the left end of the top bar: a downward hook (-) or straight (+)",
-            9: "narrower, with a more upright stem, as it grows",
-            14: "stroke thickness: thin and faint (-) to bold (+)"}  # the grid of test digit 0
-    strongest = effects.argsort(descending=True)[:6].tolist()
-    if all(d in strongest for d in read):
-        return read
-    # another first digit (without the official test split): name what its own grid shows
-    return {d: "read its row in the grid above and describe it" for d in strongest[:3]}
+    images, _ = perturbation_sweep(model, image)  # (D_out, V, H, W)
+    x = torch.arange(images.shape[-1], dtype=images.dtype)  # (W,) column index
+
+    def centre(pictures: torch.Tensor) -> torch.Tensor:  # (D_out, H, W) -> (D_out,)
+        return (pictures * x).sum(dim=(1, 2)) / pictures.sum(dim=(1, 2))
+
+    return centre(images[:, -1]) - centre(images[:, 0])
     ### END SOLUTION
 
 
 # %%
-check_dimension_names(name_dimensions, model, image);
+# NBVAL_CHECK_OUTPUT
+check_centre_shift(centre_shift, model, image);
+
+# %%
+for name, index in (("the 7", 0), ("the 4", 6)):
+    moved = centre_shift(model, test.images[index])  # (D_out,)
+    top = moved.abs().argsort(descending=True)[:3].tolist()
+    print(f"{name}: " + ", ".join(f"dimension {d} moves it {moved[d]:+.2f} px" for d in top))
+
+# %% [markdown]
+# If one dimension shifted every digit the same way, the capsules would share a "position" axis.
+# Compare the two lists: a dimension's meaning is learned separately for each class, because each
+# digit capsule has its own transformation matrices $\mathbf W_{ij}$ and its own decoder input.
 
 # %% [markdown]
 # ### Exercise 3: couplings on the primary-capsule grid
@@ -447,7 +433,7 @@ def couplings_for_class(c: torch.Tensor, label: int, num_types: int) -> torch.Te
 check_couplings_for_class(couplings_for_class);
 
 # %% [markdown]
-# With it, compare where the couplings of the digit of Exercise 2 go after three iterations:
+# With it, compare where the couplings of test digit 0 go after three iterations:
 # toward its own class, and toward the class its capsules rank second. As in the explorer the maps
 # show $J c_{ij}$: 1 (white) is a fair share, red more, blue less.
 

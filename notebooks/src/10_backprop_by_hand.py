@@ -23,10 +23,11 @@
 #
 # One of the implementations this course grew from (haofengac/pyCapsNet) did exactly this "to get
 # a deeper understanding of the structure and the gradient flow" of CapsNet, and warned that
-# routing's backward pass must accumulate gradients from every iteration. It never checked its
-# gradients, and it had errors a check would have caught (a softmax over the wrong axis, routing
-# logits averaged over the batch). A gradient that is slightly wrong still trains, just worse: the
-# only way to know is to check.
+# routing's backward pass must accumulate gradients from every iteration. Its README says it
+# unit-tested each module, basic and composite; yet two errors survived that a gradient check
+# against finite differences of the whole layer would have caught: a softmax over the wrong axis
+# and routing logits averaged over the batch. A gradient that is slightly wrong still trains, just
+# worse: the only way to know is to check the gradient itself.
 
 # %% [markdown]
 # ## Learning objectives
@@ -218,7 +219,8 @@ def my_prediction_vectors_backward(du_hat: np.ndarray, cache):
 #
 # $$\partial\mathbf s = g(q)\,\partial\mathbf v + 2\,g'(q)\,(\mathbf s\cdot\partial\mathbf v)\,\mathbf s .$$
 #
-# $g' > 0$ for short vectors ($q < 1$, squash stretches their length) and $g' < 0$ for long ones:
+# $g' > 0$ for short vectors ($q < 1$: the scale factor grows with the length, though squash
+# only ever shrinks a vector, $g(q) = \sqrt q/(1+q) \le \tfrac12$) and $g' < 0$ for long ones:
 # there a longer $\mathbf s$ is scaled down more, and the gradient along $\mathbf s$ almost
 # vanishes — the saturation you saw in lesson 01. Writing this backward is **exercise 1**. Here,
 # the Jacobian itself for one 3-D capsule, built from the formula and compared with autograd's:
@@ -671,7 +673,7 @@ print(f"largest difference / largest entry: {np.abs(mine - reference).max() / np
 #
 # ## What's next
 #
-# Lesson 11 (in preparation) replaces Procedure 1 with EM routing (*Matrix capsules with EM
+# Lesson 11 replaces Procedure 1 with EM routing (*Matrix capsules with EM
 # routing*, 2018): capsules with a 4×4 pose matrix and an activation, routed by fitting a
 # mixture of Gaussians to the votes — and the gradient checks of this lesson are how its
 # implementation is tested.

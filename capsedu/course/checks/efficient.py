@@ -1,9 +1,8 @@
-r"""Checks for lesson 12 (Efficient-CapsNet): its squash and the self-attention couplings.
+r"""Checks for lesson 12 (Efficient-CapsNet): its class layer with the attention switched off,
+and how much a routing's couplings depend on the image.
 
-Each check runs the learner's function on seeded inputs, compares it with
-:mod:`capsedu.nets.self_attention`, and when it differs recomputes the step with the likely
-mistakes (Eq. 1's squash, a softmax over the wrong axis, a missing 1/sqrt(D), the diagonal of
-the attention matrix only ...) to name the one that was made.
+Each check runs the learner's function on seeded inputs, compares it with the right answer,
+and when it differs recomputes the step with the likely mistakes to name the one that was made.
 
 Shape legend (the lesson's layout):
     B      images;  I  input capsules;  J  output capsules;  D  capsule dimension
@@ -11,86 +10,79 @@ Shape legend (the lesson's layout):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 
 from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
+from capsedu.nets.self_attention import efficient_squash
+from capsedu.nets.squash import squash
 
 
-def squash_variant(s: torch.Tensor, *, kind: str = "efficient") -> torch.Tensor:
-    r"""Efficient-CapsNet's squash of (..., D) vectors, or one of its usual mistakes."""
-    norm = torch.sqrt((s * s).sum(dim=-1, keepdim=True) + 1e-8)  # (..., 1)
-    if kind == "eq1":  # Sabour et al.'s squash
-        return norm ** 2 / (1 + norm ** 2) * s / norm
-    if kind == "no_direction":  # the length factor times s, not times s / |s|
-        return (1 - torch.exp(-norm)) * s
-    if kind == "exp_plus":  # 1 - e^{+|s|}
-        return (1 - torch.exp(norm)) * s / norm
-    return (1 - torch.exp(-norm)) * s / norm
+def uniform_variant(u_hat: torch.Tensor, b: torch.Tensor, *, kind: str = "right") -> torch.Tensor:
+    r"""Class capsules (B, J, D) with every coupling 1/J plus the learned prior ``b`` (I, J), as
+    Efficient-CapsNet's class layer would compute them without attention - or a usual mistake."""
+    num_out = u_hat.shape[2]
+    weights = {"no_prior": torch.full_like(b, 1 / num_out), "over_inputs": 1 / u_hat.shape[1] + b,
+               "softmax_prior": torch.softmax(b, dim=1)}.get(kind, 1 / num_out + b)
+    s = torch.einsum("ij,bijd->bjd", weights.to(u_hat), u_hat)  # (B, J, D)
+    if kind == "eq1":
+        return squash(s)
+    return efficient_squash(s)
 
 
-_SQUASH_MISTAKES = [
-    ("eq1", "that is Eq. 1 of 2017 (|s|^2 / (1 + |s|^2)); Efficient-CapsNet's squash scales the "
-     "unit vector s / |s| by 1 - exp(-|s|)"),
-    ("no_direction", "you multiplied s itself by 1 - exp(-|s|): multiply the unit vector s / |s|, "
-     "so that the length is 1 - exp(-|s|)"),
-    ("exp_plus", "the exponent's sign: 1 - exp(-|s|) lies in [0, 1); 1 - exp(+|s|) is negative"),
+_UNIFORM_MISTAKES = [
+    ("no_prior", "the learned prior is missing: Efficient-CapsNet adds b_ij to every coupling, so "
+     "a uniform coupling is 1/J + b_ij"),
+    ("over_inputs", "you shared each OUTPUT among the inputs (1/I): a coupling shares each input "
+     "among the J outputs, 1/J"),
+    ("softmax_prior", "with attention switched off there is no softmax: the weights are 1/J + b_ij"),
+    ("eq1", "that is Eq. 1's squash: Efficient-CapsNet squashes with 1 - exp(-|s|)"),
 ]
 
 
-def check_efficient_squash(fn: Callable, *, quiet: bool = False) -> CheckResult:
-    r"""``fn(s)`` must squash (B, J, D) vectors along the last axis as Efficient-CapsNet does,
-    and give the zero vector 0 (not NaN)."""
-    generator = torch.Generator().manual_seed(12)
-    s = torch.randn(3, 4, 5, generator=generator, dtype=torch.float64) * torch.tensor([0.05, 0.5, 2.0, 8.0],
-                                                                                    dtype=torch.float64)[:, None]
-    result, hint = call_learner(fn, s.clone(), what="your efficient_squash")
-    hint = hint or diagnose(result, squash_variant(s),
-                            [(lambda kind=kind: squash_variant(s, kind=kind), h) for kind, h in _SQUASH_MISTAKES],
-                            "v = (1 - exp(-|s|)) * s / |s|, with |s| the length over the last axis (dim=-1)",
-                            what="v, the input's shape,", atol=1e-7)
-    if not hint:
-        zero, _ = call_learner(fn, torch.zeros(2, 3, dtype=torch.float64), what="your efficient_squash")
-        if not isinstance(zero, torch.Tensor) or not torch.isfinite(zero).all():
-            hint = ("the zero vector gives NaN (0 / 0): add a small eps inside the square root, "
-                    "|s| = sqrt(sum(s^2) + 1e-8), as capsedu's squash does")
-    return verdict(hint, "efficient_squash keeps the direction and maps the length to 1 - exp(-|s|).",
+def check_uniform_couplings(fn: Callable[[torch.Tensor, torch.Tensor], object], *,
+                            quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(u_hat (B, I, J, D), b (I, J)) -> (B, J, D)``: Efficient-CapsNet's class capsules
+    with the attention replaced by uniform couplings 1/J (the prior ``b`` still added)."""
+    generator = torch.Generator().manual_seed(23)
+    u_hat = torch.randn(2, 6, 4, 5, generator=generator, dtype=torch.float64)  # (B, I, J, D)
+    b = 0.1 * torch.randn(6, 4, generator=generator, dtype=torch.float64)  # (I, J)
+    result, hint = call_learner(fn, u_hat.clone(), b.clone(), what="your uniform_capsules")
+    mistakes = [(lambda kind=kind: uniform_variant(u_hat, b, kind=kind), text) for kind, text in _UNIFORM_MISTAKES]
+    hint = hint or diagnose(result, uniform_variant(u_hat, b), mistakes,
+                            "s_j = sum_i (1/J + b_ij) u_hat_{j|i}, v_j = efficient_squash(s_j)",
+                            what="class capsules v (B, J, D)", atol=1e-7)
+    return verdict(hint, "uniform_capsules: the same class layer with the attention switched off.",
                    quiet=quiet)
 
 
-def couplings_variant(u_hat: torch.Tensor, *, softmax_dim: int = 2, scaled: bool = True,
-                      diagonal_only: bool = False) -> torch.Tensor:
-    r"""The self-attention couplings c (B, I, J) of predictions u_hat (B, I, J, D), or a mistake."""
-    if diagonal_only:  # each prediction with itself: A_{j,ii} only
-        logits = (u_hat * u_hat).sum(dim=-1)  # (B, I, J)
-    else:
-        logits = torch.einsum("bijd,bkjd->bij", u_hat, u_hat)  # (B, I, J) = sum_k A_{j,ik}
-    if scaled:
-        logits = logits / math.sqrt(u_hat.shape[-1])
-    return torch.softmax(logits, dim=softmax_dim)
+def reference_coupling_spread(c: torch.Tensor) -> torch.Tensor:
+    r"""How much couplings (N, I, J) of N images depend on the image: the standard deviation of
+    each c_ij across the images (population, ``correction=0``), averaged over i and j."""
+    return c.std(dim=0, correction=0).mean()
 
 
-_COUPLING_MISTAKES = [
-    ({"softmax_dim": 1}, "you normalised over the input capsules i: the softmax runs over the "
-     "output capsules j (dim=2 of (B, I, J)), so that each input capsule shares itself among them"),
-    ({"scaled": False}, "divide the agreements by sqrt(D) before the softmax, as in scaled "
-     "dot-product attention"),
-    ({"diagonal_only": True}, "you compared each prediction only with itself (|u_hat|^2): sum its "
-     "agreement with every prediction k for the same output, sum_k u_hat_{j|i} . u_hat_{j|k}"),
-]
-
-
-def check_attention_couplings(fn: Callable, *, quiet: bool = False) -> CheckResult:
-    r"""``fn(u_hat)`` must return the coupling coefficients (B, I, J) of self-attention routing
-    for predictions u_hat (B, I, J, D)."""
-    generator = torch.Generator().manual_seed(21)
-    u_hat = torch.randn(2, 5, 3, 4, generator=generator, dtype=torch.float64)
-    result, hint = call_learner(fn, u_hat.clone(), what="your attention_couplings")
-    hint = hint or diagnose(result, couplings_variant(u_hat),
-                            [(lambda o=options: couplings_variant(u_hat, **o), h) for options, h in _COUPLING_MISTAKES],
-                            "c = softmax over j of (sum_k u_hat_{j|i} . u_hat_{j|k}) / sqrt(D)",
-                            what="c (B, I, J)")
-    return verdict(hint, "attention_couplings gives each prediction a share that grows with its "
-                   "agreement with all the others - in one pass.", quiet=quiet)
+def check_coupling_spread(fn: Callable[[torch.Tensor], object], *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(c (N, I, J)) -> one number``: the mean over (i, j) of c_ij's standard deviation
+    across the N images."""
+    generator = torch.Generator().manual_seed(31)
+    c = torch.softmax(torch.randn(12, 5, 4, generator=generator, dtype=torch.float64)
+                      + torch.randn(1, 5, 4, generator=generator, dtype=torch.float64), dim=2)  # (N, I, J)
+    result, hint = call_learner(fn, c.clone(), what="your coupling_spread")
+    try:
+        result = torch.tensor(float(result), dtype=torch.float64)  # one number
+    except (TypeError, ValueError, RuntimeError):
+        pass  # diagnose names what came back instead
+    mistakes = [(lambda: c.std(dim=1, correction=0).mean(), "that spread is across the input capsules "
+                 "i: take it across the IMAGES (dim 0), one spread per coupling c_ij"),
+                (lambda: c.std(dim=0).mean(), "use the population standard deviation (correction=0): "
+                 "the spread of these images, not an estimate for others"),
+                (lambda: c.var(dim=0, correction=0).mean(), "that is the variance: take the standard "
+                 "deviation (its square root) before averaging"),
+                (lambda: c.std(correction=0), "that mixes the couplings of different i and j: take "
+                 "each c_ij's spread across the images, then average those")]
+    hint = hint or diagnose(result, reference_coupling_spread(c), mistakes,
+                            "c.std(dim=0, correction=0).mean(): each coupling's spread across the "
+                            "images, averaged over i and j", what="one number", atol=1e-9)
+    return verdict(hint, "coupling_spread measures how much routing depends on the image.", quiet=quiet)

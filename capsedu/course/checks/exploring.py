@@ -1,5 +1,6 @@
-r"""Checks for lesson 07 (exploring a trained CapsNet): perturbing capsules, ranking what each
-dimension does, and laying routing couplings out on the primary-capsule grid.
+r"""Checks for lesson 07 (exploring a trained CapsNet): what a capsule dimension does to the
+drawing - its ink (stroke width, length) and its position - and the routing couplings laid out on
+the primary-capsule grid.
 
 Each check runs the learner's function, compares it with :mod:`capsedu.explore`, and prints a
 pass or a hint that names the most likely mistake.
@@ -15,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, verdict
+from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
 from capsedu.course.checks._kit import close as _strict_close
 from capsedu.explore.probes import couplings_on_grid, perturbation_sweep
 from capsedu.nets.capsnet import CapsNet
@@ -40,98 +41,75 @@ def _shape_hint(result: object, expected: tuple[int, ...], what: str) -> str | N
     return None
 
 
-def check_perturb_dimension(fn: Callable[..., torch.Tensor], *, quiet: bool = False) -> CheckResult:
-    r"""``fn(capsules, label, dim, delta)`` must return a copy of (J, D_out) ``capsules`` with ``delta``
-    added to dimension ``dim`` of capsule ``label`` only."""
-    generator = torch.Generator().manual_seed(7)
-    capsules = torch.rand(10, 16, generator=generator) - 0.5  # (J, D_out)
-    label, dim, delta = 3, 7, 0.2
-    original = capsules.clone()
-    result, stub = call_learner(fn, capsules, label, dim, delta)
-    if stub:
-        return verdict(stub, "", quiet=quiet)
-    expected = original.clone()
-    expected[label, dim] += delta
-    wrong = {"row": (lambda e: e.__setitem__(label, e[label] + delta)),
-             "column": (lambda e: e.__setitem__((slice(None), dim), e[:, dim] + delta)),
-             "swapped": (lambda e: e.__setitem__((dim, label), e[dim, label] + delta)),
-             "scaled": (lambda e: e.__setitem__((label, dim), e[label, dim] * delta))}
-    hints = {"row": f"you added delta to every dimension of capsule {label}: index one entry, [label, dim]",
-             "column": f"you moved dimension {dim} of every capsule: only the capsule of class `label` "
-                       "is perturbed, [label, dim]",
-             "swapped": "you indexed [dim, label]: capsules are (J, D_out), class first, so use [label, dim]",
-             "scaled": "you multiplied by delta: the paper ADDS the offset to the dimension"}
-    hint = _shape_hint(result, tuple(original.shape), "(J, D_out)")
-    if hint is None and not torch.equal(capsules, original):
-        hint = "you changed the input capsules in place: work on capsules.clone() and return the copy"
-    if hint is None and not _close(result, expected):
-        hint = "the values differ from capsules with capsules[label, dim] += delta"
-        for name, make in wrong.items():
-            candidate = original.clone()
-            make(candidate)
-            if _close(result, candidate):
-                hint = hints[name]
-                break
-    return verdict(hint, "perturb_dimension moves exactly one dimension of one capsule.", quiet=quiet)
-
-
-def reference_dimension_effects(model: CapsNet, image: torch.Tensor) -> torch.Tensor:
-    r"""Mean absolute pixel change between the -0.25 and +0.25 reconstructions, per dimension (D_out,)."""
+def _extremes(model: CapsNet, image: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Reconstructions at -0.25, unperturbed and +0.25, each (D_out, H, W)."""
     images, _ = perturbation_sweep(model, image)  # (D_out, V, H, W)
-    return (images[:, -1] - images[:, 0]).abs().mean(dim=(1, 2))  # (D_out,)
+    return images[:, 0], images[:, images.shape[1] // 2], images[:, -1]
 
 
-def check_dimension_effects(fn: Callable[[CapsNet, torch.Tensor], torch.Tensor], model: CapsNet,
-                            image: torch.Tensor, *, quiet: bool = False) -> CheckResult:
-    r"""``fn(model, image)`` must return, per dimension, the mean |pixel change| from -0.25 to +0.25."""
-    result, stub = call_learner(fn, model, image)
-    if stub:
-        return verdict(stub, "", quiet=quiet)
-    expected = reference_dimension_effects(model, image)
-    hint = _shape_hint(result, tuple(expected.shape), "(D_out,): one number per dimension")
-    if hint is None and not _close(result, expected):
-        images, _ = perturbation_sweep(model, image)  # (D_out, V, H, W)
-        middle = images.shape[1] // 2
-        diff = images[:, -1] - images[:, 0]  # (D_out, H, W)
-        wrong = [(diff.mean(dim=(1, 2)), ("positive and negative pixel changes cancel out: take "
-                                          ".abs() of the difference before averaging")),
-                 ((images[:, -1] - images[:, middle]).abs().mean(dim=(1, 2)),
-                  ("you compared +0.25 with the unperturbed column: compare the two extremes, -0.25 "
-                   "(column 0) and +0.25 (column -1)")),
-                 (diff.abs().sum(dim=(1, 2)), "you summed over the pixels: take the mean")]
-        hint = _matching_hint(result, wrong, "the numbers differ from the mean "
-                                             "|image(+0.25) - image(-0.25)| over the pixels")
-    return verdict(hint, "dimension_effects ranks the capsule's dimensions correctly.", quiet=quiet)
+def reference_ink_change(model: CapsNet, image: torch.Tensor) -> torch.Tensor:
+    r"""Total ink of the +0.25 reconstruction minus that of the -0.25 one, per dimension (D_out,)."""
+    low, _, high = _extremes(model, image)
+    return high.sum(dim=(1, 2)) - low.sum(dim=(1, 2))  # (D_out,)
 
 
-def _names_hint(names: object, effects: torch.Tensor, at_least: int) -> str | None:
-    median = float(effects.median())
-    if not isinstance(names, dict) or len(names) < at_least:
-        return f"return a dict with at least {at_least} entries, e.g. {{4: 'stroke width', ...}}"
-    if bad := [k for k in names if isinstance(k, bool) or not isinstance(k, int)
-               or not 0 <= k < len(effects)]:
-        return f"keys must be dimension numbers 0..{len(effects) - 1}, got {bad}"
-    if blank := [k for k, v in names.items() if not isinstance(v, str) or len(v.strip(" .")) < 3]:
-        return f"describe what dimension(s) {blank} do in a few words (e.g. 'slant to the right')"
-    if weak := [k for k in names if float(effects[k]) < median]:
-        return (f"dimension(s) {weak} barely change the reconstruction (effect "
-                f"{float(effects[weak[0]]):.3f}, median {median:.3f}): pick ones from the top of the ranking")
-    return None
+def check_ink_change(fn: Callable[[CapsNet, torch.Tensor], torch.Tensor], model: CapsNet,
+                     image: torch.Tensor, *, quiet: bool = False) -> CheckResult:
+    r"""``fn(model, image)`` must return, per dimension, how much ink (the sum of the pixels) the
+    reconstruction gains from -0.25 to +0.25: positive where the stroke gets bolder or longer."""
+    result, hint = call_learner(fn, model, image, what="your ink_change")
+    low, middle, high = _extremes(model, image)
+    expected = reference_ink_change(model, image)  # (D_out,)
+    mistakes = [(expected.abs, "keep the sign: a dimension that thins the stroke loses ink (negative)"),
+                (expected.neg, "the sign is reversed: ink at +0.25 minus ink at -0.25"),
+                (lambda: high.mean(dim=(1, 2)) - low.mean(dim=(1, 2)),
+                 "that is the mean pixel: the total ink is the SUM over the pixels"),
+                (lambda: (high - low).abs().sum(dim=(1, 2)), "that counts every changed pixel as "
+                 "gained ink: sum the pixels of each picture first, then subtract"),
+                (lambda: high.sum(dim=(1, 2)) - middle.sum(dim=(1, 2)), "compare the two extremes, "
+                 "-0.25 (column 0) and +0.25 (column -1), not +0.25 with the plain reconstruction")]
+    hint = hint or diagnose(result, expected, mistakes, "the numbers differ from sum(image(+0.25)) - "
+                            "sum(image(-0.25)) per dimension", what="one number per dimension",
+                            rtol=1e-4, atol=1e-3)
+    return verdict(hint, "ink_change measures which dimensions thicken and which thin the stroke.",
+                   quiet=quiet)
 
 
-def check_dimension_names(fn: Callable[[torch.Tensor], dict], model: CapsNet, image: torch.Tensor,
-                          *, at_least: int = 3, quiet: bool = False) -> CheckResult:
-    r"""``fn(effects)`` names at least three dimensions ``{dim: "what it does"}``; each must matter.
+def _centre_x(images: torch.Tensor) -> torch.Tensor:
+    r"""Horizontal centre of the ink of each image (N, H, W) -> (N,), in pixel columns."""
+    columns = torch.arange(images.shape[-1], dtype=images.dtype)  # (W,)
+    return (images * columns).sum(dim=(1, 2)) / images.sum(dim=(1, 2)).clamp_min(1e-8)
 
-    ``effects`` is the reference :func:`reference_dimension_effects` of ``model`` on ``image``. A
-    dimension "visibly matters" when its effect is at least the median effect of all dimensions;
-    what the words say is for the learner (and a teacher) to judge.
-    """
-    effects = reference_dimension_effects(model, image)
-    names, stub = call_learner(fn, effects.clone())
-    hint = stub or _names_hint(names, effects, at_least)
-    count = len(names) if isinstance(names, dict) else 0
-    return verdict(hint, f"you named {count} dimensions that really change the digit.", quiet=quiet)
+
+def reference_centre_shift(model: CapsNet, image: torch.Tensor) -> torch.Tensor:
+    r"""How far (pixels, right positive) the ink's centre moves from -0.25 to +0.25, per dimension."""
+    low, _, high = _extremes(model, image)
+    return _centre_x(high) - _centre_x(low)  # (D_out,)
+
+
+def check_centre_shift(fn: Callable[[CapsNet, torch.Tensor], torch.Tensor], model: CapsNet,
+                       image: torch.Tensor, *, quiet: bool = False) -> CheckResult:
+    r"""``fn(model, image)`` must return, per dimension, how many pixels to the right the centre
+    of the reconstruction's ink moves from the -0.25 to the +0.25 perturbation."""
+    result, hint = call_learner(fn, model, image, what="your centre_shift")
+    low, _, high = _extremes(model, image)
+    expected = reference_centre_shift(model, image)  # (D_out,)
+    rows = torch.arange(high.shape[-2], dtype=high.dtype)[:, None]  # (H, 1)
+    columns = torch.arange(high.shape[-1], dtype=high.dtype)  # (W,)
+
+    def vertical() -> torch.Tensor:
+        return (high * rows).sum(dim=(1, 2)) / high.sum(dim=(1, 2)) - (low * rows).sum(dim=(1, 2)) / low.sum(dim=(1, 2))
+
+    mistakes = [(vertical, "that is the vertical shift (rows): the horizontal centre weights each "
+                 "COLUMN index by its ink"),
+                (expected.neg, "the sign is reversed: centre at +0.25 minus centre at -0.25"),
+                (lambda: (high * columns).sum(dim=(1, 2)) - (low * columns).sum(dim=(1, 2)),
+                 "divide each weighted sum by the picture's total ink: a centre is an average "
+                 "position, not a sum")]
+    hint = hint or diagnose(result, expected, mistakes, "centre = sum_x x * ink(x) / sum ink, over "
+                            "columns x; return centre(+0.25) - centre(-0.25)",
+                            what="one number per dimension", rtol=1e-4, atol=1e-4)
+    return verdict(hint, "centre_shift finds the dimensions that move the digit sideways.", quiet=quiet)
 
 
 def check_couplings_for_class(fn: Callable[[torch.Tensor, int, int], torch.Tensor], *,

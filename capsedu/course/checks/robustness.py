@@ -1,151 +1,116 @@
-r"""Checks for lesson 08 (a CapsNet against a CNN on transformed digits): rotating digits,
-accuracy per angle, and where two accuracy curves cross.
+r"""Checks for lesson 08 (a CapsNet against a CNN on turned digits): how much of a rotation a
+representation keeps - read by a linear probe - and the orientation of a drawing, from its moments.
 
-Each check runs the learner's function, compares it with :mod:`capsedu.data.transforms` and
-:func:`capsedu.predict`, and prints a pass or a hint that names the most likely mistake.
+Each check runs the learner's function against a reference, and prints a pass or a hint that
+names the most likely mistake.
 
 Shape legend:
-    N      images;  A angles;  H, W image height and width (28)
+    N      images (or examples of a probe);  F  features;  H, W  image height and width
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
-from torchvision.transforms import InterpolationMode
-from torchvision.transforms import functional as TF
 
-from capsedu.course.checks._kit import CheckResult, call_learner, close, shape_of, verdict
-from capsedu.data.mnist import MNISTData
-from capsedu.data.transforms import transform_images
-from capsedu.training.prediction import predict
+from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
+
+ProbeFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], object]
 
 
-def _probe_digits() -> torch.Tensor:
-    r"""Three (3, 1, 28, 28) strokes, none symmetric under the rotations the check uses."""
-    images = torch.zeros(3, 1, 28, 28)
-    images[0, 0, 2:26, 13:15] = 1.0  # a vertical bar
-    images[1, 0, torch.arange(3, 25), torch.arange(3, 25)] = 1.0  # a diagonal
-    images[2, 0, 4:8, 4:24] = 0.7  # a bar at the top
-    return images
+def reference_probe_error(train_features: torch.Tensor, train_angles: torch.Tensor,
+                          test_features: torch.Tensor, test_angles: torch.Tensor) -> torch.Tensor:
+    r"""RMS error (degrees) on the test examples of the least-squares linear map, with a bias,
+    from features (N, F) to angles (N,) fitted on the training examples."""
+    def with_bias(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], dim=1)  # (N, F + 1)
+
+    weights = torch.linalg.lstsq(with_bias(train_features), train_angles[:, None]).solution  # (F + 1, 1)
+    residual = with_bias(test_features) @ weights - test_angles[:, None]  # (N, 1)
+    return residual.square().mean().sqrt()
 
 
-def _rotation_hint(result: torch.Tensor, images: torch.Tensor, angle: float) -> str:
-    wrong = [(transform_images(images, angle=-angle), "your digits turn clockwise: the angle is "
-              "anticlockwise, as TF.rotate(img, angle) does it"),
-             (TF.rotate(images, angle, InterpolationMode.NEAREST),
-              "nearest-neighbour interpolation: pass interpolation=InterpolationMode.BILINEAR")]
-    for candidate, hint in wrong:
-        if close(result, candidate, atol=1e-5):
-            return hint
-    return (f"the pixels differ from capsedu's transform_images(images, angle={angle}): "
-            "TF.rotate(images, angle, InterpolationMode.BILINEAR), values kept in [0, 1]")
+def _probe_data() -> tuple[torch.Tensor, ...]:
+    r"""Features that hold the angle linearly, plus an offset and noise: a bias is needed."""
+    generator = torch.Generator().manual_seed(8)
+    angles = 90 * torch.rand(60, generator=generator) - 45  # (N,)
+    mixing = torch.randn(1, 5, generator=generator)  # (1, F)
+    features = angles[:, None] * mixing / 45 + 3.0 + 0.05 * torch.randn(60, 5, generator=generator)  # (N, F)
+    return features[:40], angles[:40], features[40:], angles[40:]
 
 
-def check_rotate_digits(fn: Callable[[torch.Tensor, float], torch.Tensor], *,
-                        quiet: bool = False) -> CheckResult:
-    r"""``fn(images, angle)`` must rotate (N, 1, 28, 28) images anticlockwise about their centre,
-    bilinearly, into the same 28x28 frame, as :func:`capsedu.data.transforms.transform_images`."""
-    images = _probe_digits()
-    original = images.clone()
-    hint = ""
-    for angle in (30.0, -45.0):
-        result, hint = call_learner(fn, images, angle)
-        if hint:
-            break
-        if not isinstance(result, torch.Tensor) or tuple(result.shape) != (3, 1, 28, 28):
-            hint = f"expected a (N, 1, 28, 28) tensor, got {shape_of(result)}"
-            if isinstance(result, torch.Tensor) and tuple(result.shape[-2:]) != (28, 28):
-                hint += ": keep the 28x28 frame (no expand=True, or crop a padded canvas back)"
-            break
-        if not torch.equal(images, original):
-            hint = "you changed the input images in place: return a new tensor"
-            break
-        if not close(result, transform_images(images, angle=angle), atol=1e-5):
-            hint = _rotation_hint(result, images, angle)
-            break
-    return verdict(hint, "rotate_digits turns digits anticlockwise, bilinearly, as capsedu does.",
-                   quiet=quiet)
+def check_probe_error(fn: ProbeFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(train_features, train_angles, test_features, test_angles)`` -> the test RMSE
+    (degrees) of a linear probe with a bias fitted by least squares on the training examples."""
+    data = _probe_data()
+    result, hint = call_learner(fn, *(t.clone() for t in data), what="your probe_error")
+    expected = reference_probe_error(*data)
+    train_x, train_y, test_x, test_y = data
+    try:
+        result = torch.tensor(float(result))  # one number, a float or a 0-d tensor
+    except (TypeError, ValueError, RuntimeError):
+        pass  # diagnose names what came back instead
+    mistakes = [(lambda: reference_probe_error(train_x, train_y, train_x, train_y),
+                 "that is the error on the TRAINING examples: fit on them, measure on the test ones"),
+                (lambda: expected.square(), "that is the mean SQUARED error: take its square root "
+                 "(degrees, like the angles)"),
+                (lambda: _no_bias_error(*data), "add a column of ones to the features: without a bias "
+                 "the probe must pass through zero, and features rarely have their mean at zero"),
+                (lambda: reference_probe_error(test_x, test_y, test_x, test_y),
+                 "you fitted on the test examples: a probe is judged on examples it was not fitted to")]
+    hint = hint or diagnose(result, expected, mistakes, "fit w = lstsq([features, 1], angles) on the "
+                            "training examples; return sqrt(mean((test prediction - test angle)^2))",
+                            what="one number", rtol=1e-3, atol=1e-3)
+    return verdict(hint, "probe_error measures how well a straight line reads the angle off the "
+                   "features, on examples it was not fitted to.", quiet=quiet)
 
 
-def reference_accuracy_per_angle(model: torch.nn.Module, data: MNISTData,
-                                 angles: list[float]) -> torch.Tensor:
-    r"""Accuracy (A,) of ``model`` on ``data`` rotated by each angle, as fractions in [0, 1]."""
-    return torch.tensor([float((predict(model, transform_images(data.images, angle=a)) == data.labels)
-                               .float().mean()) for a in angles])
+def _no_bias_error(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor,
+                   test_y: torch.Tensor) -> torch.Tensor:
+    weights = torch.linalg.lstsq(train_x, train_y[:, None]).solution
+    return (test_x @ weights - test_y[:, None]).square().mean().sqrt()
 
 
-def check_accuracy_per_angle(fn: Callable[..., torch.Tensor], model: torch.nn.Module,
-                             data: MNISTData, *, quiet: bool = False) -> CheckResult:
-    r"""``fn(model, data, angles)`` must return the accuracy (A,) at each angle, as fractions."""
-    angles = [-45.0, 0.0, 30.0]
-    small = data.subset(min(len(data), 200), seed=0)
-    result, hint = call_learner(fn, model, small, angles)
-    if not hint:
-        expected = reference_accuracy_per_angle(model, small, angles)
-        if isinstance(result, (list, tuple)):
-            result = torch.tensor([float(x) for x in result])
-        if not isinstance(result, torch.Tensor) or result.shape != (len(angles),):
-            hint = f"expected one accuracy per angle, a ({len(angles)},) tensor, got {shape_of(result)}"
-        elif close(result, 100 * expected, atol=1e-3):
-            hint = "these are percentages: return fractions in [0, 1] (the plots format them)"
-        elif close(result, 1 - expected, atol=1e-3):
-            hint = "these are error rates: accuracy is the share of predictions EQUAL to the labels"
-        elif not close(result, expected, atol=1e-3):
-            hint = ("the values differ from capsedu's: for each angle, rotate data.images "
-                    "(transform_images or your rotate_digits), capsedu.predict(model, rotated), and "
-                    "compare with data.labels")
-    return verdict(hint, "accuracy_per_angle matches capsedu on 200 test digits at three angles.",
-                   quiet=quiet)
+def reference_orientation(images: torch.Tensor) -> torch.Tensor:
+    r"""Angle (degrees, anticlockwise, in (-90, 90]) of the principal axis of each image's ink,
+    from its second moments about the centre of mass: (N, 1, H, W) -> (N,)."""
+    ink = images[:, 0].double()  # (N, H, W)
+    rows = torch.arange(ink.shape[1], dtype=ink.dtype)[:, None]  # (H, 1)
+    cols = torch.arange(ink.shape[2], dtype=ink.dtype)  # (W,)
+    mass = ink.sum(dim=(1, 2)).clamp_min(1e-12)  # (N,)
+    y0 = (ink * rows).sum(dim=(1, 2)) / mass  # (N,)
+    x0 = (ink * cols).sum(dim=(1, 2)) / mass
+    dx, dy = cols - x0[:, None, None], -(rows - y0[:, None, None])  # y up, as a reader sees it
+    mu20, mu02, mu11 = ((ink * dx * dx).sum(dim=(1, 2)), (ink * dy * dy).sum(dim=(1, 2)),
+                        (ink * dx * dy).sum(dim=(1, 2)))
+    return torch.rad2deg(0.5 * torch.atan2(2 * mu11, mu20 - mu02)).float()  # (N,)
 
 
-def reference_crossings(angles: list[float], first: list[float], second: list[float]) -> list[float]:
-    r"""Angles where the curves ``first`` and ``second`` (measured at ``angles``) cross, by linear
-    interpolation between neighbouring angles; a shared measured point counts once."""
-    gap = [a - b for a, b in zip(first, second)]
-    crossings: list[float] = []
-    for k in range(len(angles) - 1):
-        left, right = gap[k], gap[k + 1]
-        if left == 0 and (k == 0 or gap[k - 1] != 0):
-            crossings.append(float(angles[k]))
-        elif left * right < 0:
-            crossings.append(float(angles[k] + (angles[k + 1] - angles[k]) * left / (left - right)))
-    if gap and gap[-1] == 0 and (len(gap) == 1 or gap[-2] != 0):
-        crossings.append(float(angles[-1]))
-    return crossings
+def _strokes() -> torch.Tensor:
+    r"""Four thick bars at known angles (0, 30, 60 and -45 degrees), (4, 1, 28, 28)."""
+    y, x = torch.meshgrid(torch.arange(28.0), torch.arange(28.0), indexing="ij")
+    bars = []
+    for degrees in (0.0, 30.0, 60.0, -45.0):
+        t = math.radians(degrees)
+        along, across = (x - 13.5) * math.cos(t) - (y - 13.5) * math.sin(t), (x - 13.5) * math.sin(t) + (y - 13.5) * math.cos(t)
+        bars.append(((along.abs() < 10) & (across.abs() < 2)).float())
+    return torch.stack(bars)[:, None]
 
 
-CROSSING_CASES = [  # (angles, first, second, what the case is about)
-    ([-30, 0, 30], [0.5, 0.9, 0.4], [0.6, 0.8, 0.5], "curves crossing twice"),
-    ([0, 10, 20], [0.9, 0.8, 0.7], [0.5, 0.6, 0.8], "a crossing between 10° and 20°"),
-    ([0, 10, 20], [0.9, 0.8, 0.7], [0.5, 0.6, 0.65], "curves that never cross"),
-    ([0, 10, 20], [0.9, 0.7, 0.5], [0.5, 0.7, 0.9], "curves meeting exactly at a measured angle"),
-]
-
-
-def check_crossings(fn: Callable[..., list[float]], *, quiet: bool = False) -> CheckResult:
-    r"""``fn(angles, first, second)`` must return the crossing angles, interpolated linearly."""
-    hint = ""
-    for angles, first, second, about in CROSSING_CASES:
-        result, hint = call_learner(fn, angles, first, second)
-        if hint:
-            break
-        expected = reference_crossings(angles, first, second)
-        try:
-            got = sorted(float(x) for x in result)
-        except TypeError:
-            hint = f"expected a list of angles, got {type(result).__name__}"
-            break
-        if len(got) != len(expected) or any(abs(g - e) > 1e-6 for g, e in zip(got, expected)):
-            hint = f"for {about} ({angles}, {first}, {second}) expected {expected}, got {got}"
-            if not expected:
-                hint += ": curves that never cross give an empty list"
-            elif len(got) == 2 * len(expected):
-                hint += ": a point where the curves meet exactly counts once, not on both sides"
-            elif len(got) == len(expected):
-                hint += (": interpolate between the two angles where the difference changes sign, "
-                         "a + (b - a) * d_a / (d_a - d_b)")
-            break
-    return verdict(hint, "crossings finds every crossing, interpolated, and none where there is none.",
-                   quiet=quiet)
+def check_orientation(fn: Callable[[torch.Tensor], object], *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(images (N, 1, H, W)) -> (N,)``: each drawing's principal-axis angle in degrees,
+    anticlockwise with y pointing up."""
+    images = _strokes()
+    result, hint = call_learner(fn, images.clone(), what="your orientation")
+    expected = reference_orientation(images)
+    mistakes = [(expected.neg, "your angles turn the wrong way: image rows grow DOWNWARDS, so use "
+                 "dy = -(row - centre row) to measure anticlockwise angles"),
+                (lambda: 2 * expected, "halve it: the axis angle is 0.5 * atan2(2 mu11, mu20 - mu02)"),
+                (lambda: torch.deg2rad(expected), "return degrees, not radians")]
+    hint = hint or diagnose(result, expected, mistakes, "from the centred second moments: angle = "
+                            "0.5 * atan2(2 mu11, mu20 - mu02), in degrees", what="one angle per image",
+                            rtol=0.0, atol=1.0)
+    return verdict(hint, "orientation reads the angle of a drawing from its second moments (bars "
+                   "at 0, 30, 60 and -45 degrees).", quiet=quiet)
