@@ -6,28 +6,49 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.capsedu-installed
 
-.PHONY: install lab test unit notebooks lint sync execute student grading grade-all clean
+.PHONY: install lab update author-lab test unit notebooks lint sync execute student grading grade-all clean
 
 install: $(STAMP)
 
+# A learner needs the course's runtime only (`make lab`: no nbgrader, no test or book tools);
+# `make test` and the other development targets install the dev extras into the same .venv.
 # uv (from PyPI) installs torch in seconds from its cache; plain pip is the fallback. Both
 # compile the bytecode at install time (uv only when asked): where PYTHONDONTWRITEBYTECODE is set,
 # as on the course machines, every kernel would otherwise compile torch anew (import torch
 # 4.2 s instead of 2.1 s on 2 cores).
-$(STAMP): pyproject.toml
+define pip_install
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if $(PY) -m pip install --quiet --disable-pip-version-check uv; then \
-		$(VENV)/bin/uv pip install --python $(PY) --compile-bytecode -e ".[dev]"; \
+		$(VENV)/bin/uv pip install --python $(PY) --compile-bytecode -e "$(1)"; \
 	else \
-		$(PY) -m pip install -e ".[dev]"; \
+		$(PY) -m pip install -e "$(1)"; \
 	fi
+endef
+
+LEARNER_STAMP := $(VENV)/.capsedu-learner-installed
+$(LEARNER_STAMP): pyproject.toml
+	$(call pip_install,.)
 	@touch $@
 
+$(STAMP): pyproject.toml
+	$(call pip_install,.[dev])
+	@touch $@ $(LEARNER_STAMP)
+
+# `make lab`: JupyterLab on the learner's workspace (workspace/, created on first use, ignored by
+# git; see coursetools/workspace.py), opened at lesson 00.
 # LAB_ARGS passes options to JupyterLab (e.g. LAB_ARGS="--no-browser --port 8899"); as root (a
 # container, a cloud VM) it adds --allow-root, without which JupyterLab refuses to start.
 LAB_ARGS ?=
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
-lab: install
+lab: $(LEARNER_STAMP)
+	$(PY) -m coursetools.workspace lab $(ROOT_ARG) $(LAB_ARGS)
+
+# Bring new and updated lessons into the workspace without opening JupyterLab (your edits stay).
+update: $(LEARNER_STAMP)
+	$(PY) -m coursetools.workspace update
+
+# For course authors: JupyterLab on the course's own notebooks/ (saving changes them).
+author-lab: install
 	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
 
 # Unit tests, then every notebook executed by nbval in the fast profile.

@@ -14,7 +14,7 @@ network was built and trained for two steps with Adam (weights, gradients, Adam'
 activations), glibc told to return freed memory at once so that the peak is what training needs.
 
 Writes ``capsedu/zoo/studies/comparison.json`` (lesson 12 prints it) and rewrites the table
-between the ``comparison`` markers of the README.
+between the ``comparison`` markers of benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ PUBLISHED = {  # MNIST test accuracy in the papers, trained on all 60,000 digits
     "efficient": "99.84 % (Mazzia et al. 2021; 161,824 parameters)",
     "cnn": "99.61 % (Sabour et al.'s baseline, 35.4 M); affNIST 66 %",
 }
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parent / "README.md"  # the engineering record
 MARKERS = ("<!-- comparison:start -->", "<!-- comparison:end -->")
 
 
@@ -113,7 +113,7 @@ def measure(name: str, test: capsedu.MNISTData, affine: capsedu.MNISTData,
 
 
 def markdown(result: dict) -> str:
-    r"""The README's table."""
+    r"""The engineering record's table (benchmarks/README.md)."""
     lines = ["| network | parameters (without decoder) | clean | affNIST-like | rotated ±45° | "
              "training (load) | inference img/s, b128 | peak training memory | published (60,000 digits) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--images", type=int, default=None, help="a class-balanced subset of the test split")
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=STUDIES_DIR / "comparison.json")
-    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's table")
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the engineering record's table")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(2)

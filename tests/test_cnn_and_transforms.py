@@ -27,7 +27,7 @@ def test_cnn_shapes_losses_and_features(size):
     torch.manual_seed(0)
     model = BaselineCNN(CNNConfig.cpu(size)).eval()
     x = torch.rand(3, 1, size, size)
-    assert model(x).shape == (3, 10) and model.features(x).shape == (3, 96)
+    assert model(x).shape == (3, 10) and model.features(x).shape == (3, model.config.hidden[-1])
     assert torch.allclose(model.probabilities(x).sum(dim=1), torch.ones(3))
     loss, correct = CrossEntropyObjective()(model, x, torch.tensor([1, 2, 3]))
     assert loss.dim() == 0 and 0 <= int(correct) <= 3

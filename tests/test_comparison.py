@@ -1,5 +1,5 @@
 """Lesson 12's comparison table: written by benchmarks/compare_networks.py from the shipped
-networks as they are now, and the README shows exactly what the script wrote."""
+networks as they are now, and benchmarks/README.md shows exactly what the script wrote."""
 
 import pytest
 

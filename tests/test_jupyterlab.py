@@ -18,6 +18,7 @@ Skipped, with its reason, only where Chromium is missing (``.ci/run`` installs i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -57,6 +58,36 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@contextlib.contextmanager
+def serve(command: list[str], env: dict[str, str], root) -> Iterator[str]:
+    r"""Run JupyterLab ``command`` (``--port``/``--IdentityProvider.token`` added) until the block
+    ends; yields its base URL and token as ``"URL|TOKEN"``."""
+    port, token = free_port(), secrets.token_hex(16)
+    command = [*command, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", "--expose-app-in-browser", "--allow-root"]
+    log = root / "server.log"
+    server = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
+                              stderr=open(log, "w"))  # noqa: SIM115
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError(f"JupyterLab did not start:\n{log.read_text()}") from None
+                time.sleep(0.5)
+        yield f"{base}|{token}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[str]:
     r"""A running JupyterLab over a copy of the lessons; yields its base URL with the token."""
@@ -67,32 +98,10 @@ def lab(tmp_path_factory) -> Iterator[str]:
         shutil.copy(path, root / path.name)
     shutil.copytree(NOTEBOOKS / "src", root / "src")
     shutil.copy(NOTEBOOKS / "jupytext.toml", root / "jupytext.toml")
-    port, token = free_port(), secrets.token_hex(16)
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-               "--expose-app-in-browser", "--LabApp.news_url=", "--allow-root"]
+    command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}", "--LabApp.news_url="]
     env = dict(os.environ, CAPSEDU_FAST="1", JUPYTER_CONFIG_DIR=str(root / ".jupyter-config"))
-    server = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
-                              stderr=open(root / "server.log", "w"))  # noqa: SIM115
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    log = (root / "server.log").read_text()
-                    raise RuntimeError(f"JupyterLab did not start:\n{log}") from None
-                time.sleep(0.5)
-        yield f"{base}|{token}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    with serve(command, env, root) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +218,53 @@ def test_lesson_runs_and_its_controls_change_their_pictures(lab, browser, lesson
         print(f"{lesson}: ran in {seconds:.0f} s, {len(boxes)} explorers, {sliders} sliders moved")
     finally:
         page.close()
+
+
+def tracked_lessons_status() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--", "notebooks"], cwd=REPO,
+                          capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def learner_lab(tmp_path_factory) -> Iterator[tuple[str, object]]:
+    r"""JupyterLab as ``make lab`` opens it, over a fresh learner workspace."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (Debian: `apt-get install -y chromium`)")
+    from coursetools import workspace
+
+    root = tmp_path_factory.mktemp("learner") / "workspace"
+    workspace.update(root)
+    workspace.settle_lab_settings()  # what `make lab` does to the environment
+    command, env = workspace.lab_command(root, [])
+    env = dict(env, CAPSEDU_FAST="1", JUPYTER_CONFIG_DIR=str(root.parent / ".jupyter-config"))
+    with serve(command, env, root.parent) as url:
+        yield url, root
+
+
+def test_learner_lab_opens_lesson_00_asks_nothing_and_saves_only_the_workspace(learner_lab, browser):
+    url, root = learner_lab
+    base, token = url.split("|")
+    before = tracked_lessons_status()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(f"{base}/?token={token}")
+        page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+        assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.path") == "00_start_here.ipynb"
+        page.wait_for_timeout(3000)  # the news question comes a moment after start
+        assert page.get_by_text("Jupyter news").count() == 0, "the news prompt is on the first screen"
+        assert not page.locator(".jp-Dialog").count(), "a dialog is on the first screen"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "jupyterlab_learner_first_screen.png"))
+        menus = page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+        assert menus and not [m for m in menus if "nbgrader" in m.lower()], f"menus: {menus}"
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.wait_for_function(ALL_RUN, timeout=150_000, polling=500)
+        errors = [e for e in page.evaluate(ERRORS) if "write your solution here" not in e]
+        assert not errors, f"the learner's lesson 00 fails other than at its unwritten exercises: {errors}"
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
+    finally:
+        page.close()
+    saved = json.loads((root / "00_start_here.ipynb").read_text())
+    assert any(cell.get("execution_count") for cell in saved["cells"]), "the save did not reach the workspace"
+    assert tracked_lessons_status() == before, "saving in the learner's lab changed the course's notebooks"

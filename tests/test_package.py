@@ -1,4 +1,4 @@
-"""The package: importing it is cheap and quiet, and the README's module map matches the tree."""
+"""The package: importing it is cheap and quiet, and the module map (CONTRIBUTING.md) matches the tree."""
 
 import json
 import re
@@ -43,11 +43,11 @@ def test_import_capsedu_loads_no_command_line_and_starts_no_thread():
 
 
 def test_the_readme_module_map_lists_every_module_and_nothing_else():
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "CONTRIBUTING.md").read_text()
     mapped = set(re.findall(r"^\| `(capsedu/[\w/]+\.py)` \|", readme, flags=re.MULTILINE))
     tree = {str(p.relative_to(REPO)) for p in (REPO / "capsedu").rglob("*.py")
             if p.name != "__init__.py" or p.parent.name == "capsedu"}
-    assert mapped == tree, f"only in README: {sorted(mapped - tree)}; only in the tree: {sorted(tree - mapped)}"
+    assert mapped == tree, f"only in CONTRIBUTING.md: {sorted(mapped - tree)}; only in the tree: {sorted(tree - mapped)}"
 
 
 def test_the_folders_the_command_lines_default_to_are_the_repositorys():

@@ -64,7 +64,7 @@ def test_capsule_trajectory_follows_one_capsule_through_the_rotation(model, digi
 
 def test_feature_trajectory_and_path_measures(cnn, digits):
     features, probabilities = feature_trajectory(cnn, digits.images[1], angles=[0.0, 5.0, 10.0])
-    assert features.shape == (3, 96) and torch.allclose(probabilities.sum(dim=1), torch.ones(3))
+    assert features.shape == (3, cnn.config.hidden[-1]) and torch.allclose(probabilities.sum(dim=1), torch.ones(3))
     with pytest.raises(TypeError, match="model must be a capsedu.BaselineCNN"):
         feature_trajectory(capsedu.CapsNet(capsedu.CapsNetConfig.cpu()), digits.images[1], angles=[0.0])
     line = torch.linspace(0, 1, 11)[:, None] * torch.tensor([[3.0, 4.0, 0.0]])  # evenly spaced

@@ -12,7 +12,7 @@ from capsedu import CapsNet, CheckpointError, load_mnist, pretrained, pretrained
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import WEIGHTS_DIR, available, sha256
-from capsedu.zoo.train import fixed_test_pairs
+from capsedu.zoo.train import fixed_pairs
 
 pytestmark = pytest.mark.artefacts
 
@@ -91,7 +91,7 @@ def test_stored_accuracy_is_what_the_stored_weights_score(shared_data, name, all
     assert len(test) == 10_000
     metrics = pretrained_metrics(name)
     if RECIPES[name].pairs:
-        pairs = fixed_test_pairs(test, RECIPES[name])
+        pairs = fixed_pairs(test, RECIPES[name])
         scores = capsedu.pair_accuracy(pretrained(name), pairs)
         assert len(pairs) == 10_000
         assert scores["both"] == pytest.approx(metrics["test_accuracy"], abs=1e-4)
@@ -107,6 +107,15 @@ def test_stored_accuracy_is_what_the_stored_weights_score(shared_data, name, all
 def test_stored_first_multimnist_test_pairs_are_drawn_again(shared_data):
     """The same pairs on every machine with the official split: a fingerprint of the first ones."""
     test = load_mnist("test", root=shared_data, download=False, verbose=False)
-    pairs = fixed_test_pairs(test, RECIPES["multimnist"])
+    pairs = fixed_pairs(test, RECIPES["multimnist"])
     assert pairs.pairs[:3].tolist() == FIRST_TEST_PAIRS
     assert (pairs.shifts.abs() <= 4).all() and pairs.canvas == 36 and pairs.merge == "clip"
+
+
+def test_the_readme_table_is_written_from_the_shipped_records():
+    from coursetools import shipped_table
+
+    text = shipped_table.README.read_text()
+    assert shipped_table.replaced(text, shipped_table.table()) == text, (
+        "README.md's shipped-networks table differs from the NAME.json records: "
+        "run `python -m coursetools.shipped_table`")

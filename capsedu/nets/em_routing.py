@@ -136,7 +136,7 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
             :math:`\beta_a` must reach the thousands, which Adam (steps of about the learning
             rate) does not do: learned as it is, the wrong classes' activations stayed near 0.5
             (96.85 %); the shipped network learns :math:`\lambda\beta_a` instead (97.70 %,
-            ``MatrixCapsConfig.beta_a_logit_units``; README, "EM routing").
+            ``MatrixCapsConfig.beta_a_logit_units``; benchmarks/README.md, "EM routing").
         eps: added to the variances and to the denominators :math:`\sum_i R'_{ij}`.
         normalise_cost: off by default (then this is Procedure 1). On, the summed costs
             :math:`\sum_h\text{cost}_{jh}` are standardised over j before the sigmoid, as several

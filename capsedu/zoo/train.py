@@ -218,7 +218,9 @@ def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHT
     metrics = _metrics(name, recipe, checkpoint, history, data, scores, loads, tries)
     if "at_least_one" in scores:
         metrics["test_at_least_one"] = scores["at_least_one"]
-    json_path.write_text(json.dumps(metrics, indent=2) + "\n")
+    temporary = json_path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(metrics, indent=2) + "\n")
+    temporary.replace(json_path)  # atomic, like the checkpoint: never a half-written record
     return metrics
 
 

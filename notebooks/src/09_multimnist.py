@@ -256,7 +256,7 @@ for name, (network, key) in networks.items():
 # must redraw each one alone); 2.4 million training pairs instead of 60 million; and our CapsNet
 # is narrowed for the CPU (32 conv1 channels and 4 capsule types against 256 and 32), while the
 # CNN keeps 64–128 channels per convolution. The width was tried in short runs outside this
-# lesson (the README's MultiMNIST study, `benchmarks/multimnist_study.py`): 16 capsule types
+# lesson (the MultiMNIST study in benchmarks/README.md, `benchmarks/multimnist_study.py`): 16 capsule types
 # learned no faster per epoch than 8 and trained more slowly; 4 learned as fast per epoch at 1.6
 # times the pairs per second, which bought the longer run shipped here (the network with 8 types,
 # 20 epochs at batch 32, had reached 80.65 % in 38 minutes).
@@ -401,7 +401,7 @@ explorer.snapshot()
 #   on more digits than the 4,000 offline ones: the one change the course could not try.
 # - Give every training digit its own small rotation and scaling before it is placed
 #   (`capsedu.FreshPairs(..., max_angle=15, max_scale=0.1)`, or the recipe fields of the same
-#   names). The README records one such run of the shipped recipe: it fell 2–6 points behind after
+#   names). benchmarks/README.md records one such run of the shipped recipe: it fell 2–6 points behind after
 #   epoch 6 and was stopped. Does a smaller angle, or a longer run, do better?
 # - Test on pairs with smaller shifts (`MultiMNIST(..., max_shift=0)`: the digits sit on top of
 #   each other exactly). Does accuracy drop or rise?

@@ -338,7 +338,7 @@ print("test accuracy after epochs",
 # changes tried in 3-epoch runs outside this lesson did not help: a larger λ of 0.01 in the
 # class layer stayed at chance (its activations start saturated at 1), and standardising the
 # costs over the parents (`em_routing(..., normalise_cost=True)`, an option several
-# implementations use) learned more slowly (README, "EM routing"). Full-length runs of other
+# implementations use) learned more slowly (benchmarks/README.md, "EM routing"). Full-length runs of other
 # recipes did not pass 98 % either: 40 epochs (97.96 %), batch 8 (97.97 %), a wider last
 # convolutional capsule layer (97.34 % when stopped) and training digits rotated within ±15° and
 # scaled within 1 ± 0.1 (97.76 %: the gap to the training accuracy closed, the test accuracy did

@@ -1,0 +1,74 @@
+r"""Offer the course itself on the site: a zip of everything a learner needs, and where the code lives.
+
+At the end of an HTML build this writes ``course/capsedu-course.zip`` into the site: the lessons
+(``notebooks/``, executed, with their sources), the ``capsedu`` package with its shipped networks,
+the course tools (the learner's workspace, handouts, grading), ``Makefile``, ``pyproject.toml``,
+``environment.yml``, the README and the licences - what ``make lab`` needs and nothing of the
+development history (no tests, benchmarks or book sources). The zip is deterministic: the same
+files give the same bytes.
+
+The repository's address is written in one place, ``repository: url:`` of ``_config.yml``
+(Jupyter Book passes it on as the theme's ``repository_url``). Pages use it through the MyST
+substitutions ``{{ repository }}`` (a sentence naming it, or saying that this build names none) and
+``{{ course_zip }}`` (the download link).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.config import Config
+
+REPO = Path(__file__).resolve().parents[2]
+TARGET = Path("course") / "capsedu-course.zip"
+CONTENTS = ("README.md", "LICENSE", "LICENSE-CONTENT.md", "Makefile", "pyproject.toml",
+            "environment.yml", "capsedu", "coursetools", "notebooks")
+SKIPPED_PARTS = {"__pycache__", ".ipynb_checkpoints", "checkpoints", ".pytest_cache"}
+FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip entries carry no build time, so the bytes repeat
+
+
+def course_files(repo: Path = REPO) -> list[Path]:
+    r"""Every file the download holds, relative to ``repo``, sorted."""
+    files = []
+    for name in CONTENTS:
+        path = repo / name
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: the course download needs it")
+        found = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        files += [p.relative_to(repo) for p in found
+                  if not SKIPPED_PARTS & set(p.relative_to(repo).parts) and p.suffix != ".pyc"]
+    return sorted(files)
+
+
+def write_course_zip(target: Path, repo: Path = REPO) -> Path:
+    r"""Write the course download to ``target`` (inside a ``capsedu-course/`` folder)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for relative in course_files(repo):
+            entry = zipfile.ZipInfo(f"capsedu-course/{relative.as_posix()}", FIXED_TIME)
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(entry, (repo / relative).read_bytes())
+    return target
+
+
+def add_substitutions(app: Sphinx, config: Config) -> None:
+    url = (config.html_theme_options or {}).get("repository_url", "")
+    repository = (f"The code lives in the repository at <{url}>." if url else
+                  "This build of the site names no repository (a deployment sets it as "
+                  "`repository: url:` in `book/_config.yml`).")
+    config.myst_substitutions = {**config.myst_substitutions, "repository": repository,
+                                 "course_zip": f'<a href="{TARGET.as_posix()}" download>capsedu-course.zip</a>'}
+
+
+def write_download(app: Sphinx, exception: Exception | None) -> None:
+    if exception is None and app.builder.format == "html":
+        write_course_zip(Path(app.outdir) / TARGET)
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", add_substitutions)
+    app.connect("build-finished", write_download)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
