@@ -18,8 +18,8 @@ from typing import Any
 
 from capsedu.training.uncertainty import standard_error
 from capsedu.zoo.recipes import RECIPES
-from capsedu.zoo.train import recipe_network
 from capsedu.zoo.shipped import WEIGHTS_DIR
+from capsedu.zoo.train import recipe_network
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 MARKERS = ("<!-- shipped:start -->", "<!-- shipped:end -->")
