@@ -11,12 +11,16 @@ The browser tests are skipped only when no Chromium is installed (`apt-get insta
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -48,7 +52,18 @@ def build_inputs() -> list[Path]:
     """Every file the site is built from."""
     book_files = [p for p in BOOK.rglob("*") if "_build" not in p.parts and p.is_file()
                   and "notebooks" not in p.relative_to(BOOK).parts]
-    return book_files + sorted((REPO / "notebooks").glob("*.ipynb")) + [REPO / "Makefile"]
+    download = [REPO / f for f in course_download().course_files()]  # the site's course zip
+    return book_files + sorted((REPO / "notebooks").glob("*.ipynb")) + [REPO / "Makefile"] + download
+
+
+def course_download():
+    """The book's extension that writes the course download (book/_ext/course_download.py)."""
+    sys.path.insert(0, str(BOOK / "_ext"))
+    try:
+        import course_download as extension
+    finally:
+        sys.path.remove(str(BOOK / "_ext"))
+    return extension
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +156,48 @@ def test_internal_links_resolve(site: Path) -> None:
             if not target.exists():
                 broken.append(f"{page.relative_to(site)} -> {url}")
     assert not broken, "links to files missing from the site:\n" + "\n".join(broken)
+
+
+def test_the_setup_page_offers_the_whole_course(site: Path, tmp_path: Path) -> None:
+    """The site's download holds what `make lab` needs, built from today's files, and it works
+    unpacked: its own capsedu and course tools make a learner's workspace."""
+    links = [a.get("href") for tag, a in page_tags(site / "setup.html") if tag == "a"]
+    assert "course/capsedu-course.zip" in links, "the Setup page does not link the course download"
+    archive = site / "course" / "capsedu-course.zip"
+    with zipfile.ZipFile(archive) as course:
+        names = set(course.namelist())
+        course.extractall(tmp_path)
+    root = tmp_path / "capsedu-course"
+    lessons = sorted(p.name for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    needed = {"README.md", "LICENSE", "LICENSE-CONTENT.md", "Makefile", "pyproject.toml",
+              "environment.yml", "capsedu/__init__.py", "capsedu/zoo/weights/capsnet.pt",
+              "coursetools/workspace.py", "notebooks/jupytext.toml",
+              *(f"notebooks/{name}" for name in lessons),
+              *(f"notebooks/src/{Path(name).stem}.py" for name in lessons)}
+    assert not {f"capsedu-course/{n}" for n in needed} - names, "missing from the download"
+    unwanted = [n for n in names if re.search(r"__pycache__|/tests/|/book/|/workspace/|\.git/|checkpoints/", n)]
+    assert not unwanted, f"the download holds development files: {unwanted[:5]}"
+    for name in ("capsedu/zoo/weights/capsnet.pt", "notebooks/01_squash.ipynb", "README.md"):
+        assert (root / name).read_bytes() == (REPO / name).read_bytes(), f"{name} is stale in the download"
+    made = subprocess.run([sys.executable, "-c", "import capsedu, coursetools.workspace as w; "
+                           "print(capsedu.__file__); w.main(['update', '--workspace', 'ws'])"],
+                          cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert made.stdout.startswith(str(root)), f"capsedu did not come from the download: {made.stdout[:200]}"
+    assert sorted(p.name for p in (root / "ws").glob("*.ipynb")) == lessons
+
+
+def test_the_repository_address_is_set_in_one_place() -> None:
+    """`repository: url:` of _config.yml reaches the pages through one substitution."""
+    named = SimpleNamespace(html_theme_options={"repository_url": "https://example.org/capsedu"},
+                            myst_substitutions={})
+    course_download().add_substitutions(None, named)
+    assert "<https://example.org/capsedu>" in named.myst_substitutions["repository"]
+    unnamed = SimpleNamespace(html_theme_options={}, myst_substitutions={})
+    course_download().add_substitutions(None, unnamed)
+    assert "names no repository" in unnamed.myst_substitutions["repository"]
+    assert "{{ repository }}" in (BOOK / "setup.md").read_text()
 
 
 def test_mathjax_and_widget_renderer_are_shipped(site: Path) -> None:

@@ -87,8 +87,10 @@ def test_committed_with_outputs_and_checked_cells(lesson):
     code = [c for c in raw["cells"] if c["cell_type"] == "code"]
     unexecuted = [i for i, c in enumerate(code) if c["source"] and c.get("execution_count") is None]
     assert not unexecuted, f"{lesson}.ipynb has unexecuted code cells {unexecuted}: execute it before committing"
-    assert any("# NBVAL_CHECK_OUTPUT" in "".join(c["source"]) and c["outputs"] for c in code), \
-        f"{lesson} has no '# NBVAL_CHECK_OUTPUT' cell with stored output for nbval to compare"
+    assert any("nbval-check-output" in c["metadata"].get("tags", []) and c["outputs"] for c in code), \
+        f"{lesson} has no cell tagged 'nbval-check-output' with stored output for nbval to compare"
+    markers = [i for i, c in enumerate(code) if "NBVAL_" in "".join(c["source"])]
+    assert not markers, f"{lesson}: cells {markers} carry nbval comments; use the cell tag (learners see no tags)"
     errors = [o for c in code for o in c["outputs"] if o.get("output_type") == "error"]
     assert not errors, f"{lesson}.ipynb stores an error output: {errors[0].get('ename')}"
 
@@ -110,3 +112,16 @@ def test_stored_progress_bars_are_finished_for_plain_viewers(lesson):
     bars = ["".join(text) for text in shown if re.search(r"\d+%\|", "".join(text))]
     unfinished = [bar for bar in bars if not re.search(r"100%\|", bar)]
     assert not unfinished, f"{lesson}: stored progress bars not finished: {unfinished[:3]}"
+
+
+@pytest.mark.parametrize("lesson", sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.stem)
+def test_stored_explorers_open_with_their_sliders_at_rest(lesson):
+    """A slider that moves both ways (an offset, an angle, a shift) opens at 0: a later cell that
+    drives an explorer from code must put it back (the reader of the book, or of a freshly opened
+    lesson, would otherwise meet an explorer that someone else has already moved)."""
+    state = json.loads(lesson.read_text()).get("metadata", {}).get("widgets", {})
+    models = state.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    moved = [(m["state"].get("description"), m["state"]["value"]) for m in models.values()
+             if m.get("model_name") in ("FloatSliderModel", "IntSliderModel")
+             and m["state"].get("min", 0) < 0 < m["state"].get("max", 0) and m["state"]["value"] != 0]
+    assert not moved, f"{lesson.stem}: sliders stored away from 0: {moved}"

@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 COMMAND_LINES = ["capsedu.zoo.train", "coursetools.execute", "coursetools.handouts",
-                 "coursetools.grading"]
+                 "coursetools.grading", "coursetools.workspace", "coursetools.shipped_table"]
 
 
 def test_import_capsedu_loads_no_command_line_and_starts_no_thread():
@@ -81,3 +81,52 @@ def test_every_public_name_loads_from_its_module_and_unknown_names_are_refused()
     assert capsedu.nets.squash.squash is capsedu.squash  # subpackages load on use too
     with pytest.raises(AttributeError, match="no_such_name"):
         getattr(capsedu, "no_such_name")  # noqa: B009
+
+
+WHEEL_CHECK = """
+import json, pathlib, sys
+import capsedu
+from importlib import metadata
+model = capsedu.pretrained("capsnet")  # the shipped weights travel in the wheel, checksum checked
+files = [str(f) for f in metadata.files("capsedu")]
+print(json.dumps({"file": capsedu.__file__, "version": capsedu.__version__,
+                  "metadata_version": metadata.version("capsedu"), "kind": model.kind,
+                  "licences": sorted(f for f in files if "licenses" in f),
+                  "studies": any("zoo/studies/" in f for f in files)}))
+"""
+
+
+@pytest.mark.artefacts
+def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
+    """`pip wheel .` gives a wheel that installs into a new virtual environment and works there
+    without the repository: its weights, studies and licences travel with it. The new venv borrows
+    torch and the other dependencies from this one (a .pth line), so no download is needed."""
+    import shutil
+    import site
+    import venv
+
+    source = tmp_path / "source"  # what a clone holds: no egg-info left by an editable install
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "LICENSE-CONTENT.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "capsedu", source / "capsedu", ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                            "--wheel-dir", str(tmp_path / "wheels"), str(source)],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = (tmp_path / "wheels").glob("capsedu-*.whl")
+    venv.create(tmp_path / "fresh", with_pip=False)
+    python = tmp_path / "fresh" / "bin" / "python"
+    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
+                                "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    fresh_site = next((tmp_path / "fresh" / "lib").glob("python*/site-packages"))
+    (fresh_site / "borrowed_dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run([str(python), "-c", WHEEL_CHECK], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["file"].startswith(str(fresh_site)), f"capsedu came from {found['file']}, not the wheel"
+    assert found["version"] == found["metadata_version"] and found["kind"] == "capsnet"
+    assert {p.rsplit("/", 1)[-1] for p in found["licences"]} == {"LICENSE", "LICENSE-CONTENT.md"}
+    assert found["studies"]

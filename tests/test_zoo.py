@@ -66,8 +66,13 @@ def test_tampered_checkpoint_is_refused(weights_copy):
 
 
 def test_missing_and_inconsistent_files_give_clear_errors(weights_copy):
-    with pytest.raises(CheckpointError, match=r"no shipped network 'paper'.*shipped: 'capsnet'"):
+    with pytest.raises(CheckpointError, match=r"no shipped network 'paper'.*shipped: 'capsnet'") as error:
         pretrained("paper", weights_dir=weights_copy)
+    assert "zoo.train paper" not in str(error.value), "suggests a command that argparse rejects"
+    with pytest.raises(CheckpointError, match=r"did you mean 'capsnet'\?"):
+        pretrained("capsnett", weights_dir=weights_copy)
+    with pytest.raises(CheckpointError, match=r"`python -m capsedu.zoo.train cnn` trains it"):
+        pretrained("cnn", weights_dir=weights_copy)  # a recipe not trained into this folder
     metrics = json.loads((weights_copy / "capsnet.json").read_text())
     (weights_copy / "capsnet.json").write_text(json.dumps({**metrics, "kind": "cnn"}))
     with pytest.raises(CheckpointError, match="holds a 'capsnet' network but capsnet.json says 'cnn'"):

@@ -20,6 +20,7 @@ scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons pr
 from __future__ import annotations
 
 import hashlib
+import difflib
 import json
 import os
 from pathlib import Path
@@ -58,14 +59,26 @@ def shipped_paths(name: str, weights_dir: str | os.PathLike | None = None) -> tu
     return folder / f"{name}.pt", folder / f"{name}.json"
 
 
+def _what_to_do(name: str, weights_dir: str | os.PathLike | None) -> str:
+    r"""What a learner can do about a missing network: train its recipe, or use a known name."""
+    from capsedu.zoo.recipes import RECIPES
+
+    known = available(weights_dir)
+    shipped = f"shipped: {', '.join(map(repr, known)) or 'none'}"
+    if name in RECIPES:
+        return f"{shipped}; `python -m capsedu.zoo.train {name}` trains it"
+    close = difflib.get_close_matches(name, sorted({*known, *RECIPES}), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{shipped}; recipes: {', '.join(map(repr, sorted(RECIPES)))}{hint}"
+
+
 def pretrained_metrics(name: str = DEFAULT, *,
                        weights_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     r"""The metrics JSON of the shipped network ``name`` (recipe, test accuracy, times, sha256...)."""
     _, json_path = shipped_paths(name, weights_dir)
     if not json_path.is_file():
-        known = ", ".join(repr(n) for n in available(weights_dir)) or "none"
-        raise CheckpointError(f"no shipped network {name!r}: {json_path} is missing (shipped: "
-                              f"{known}); `python -m capsedu.zoo.train {name}` trains it")
+        raise CheckpointError(f"no shipped network {name!r}: {json_path} is missing "
+                              f"({_what_to_do(name, weights_dir)})")
     try:
         return json.loads(json_path.read_text())
     except json.JSONDecodeError as error:

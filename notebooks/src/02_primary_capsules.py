@@ -77,8 +77,7 @@ labels = train.labels[picked]
 # An ordinary convolution with 256 filters of 9×9 pixels followed by a ReLU. It detects local
 # features (edges, stroke ends, curves) at every position.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 conv1 = nn.Conv2d(in_channels=1, out_channels=256, kernel_size=9)
 features1 = torch.relu(conv1(x))  # (B, 256, 20, 20)
 print(f"input x:        {tuple(x.shape)}")
@@ -91,8 +90,7 @@ print(f"after conv1:    {tuple(features1.shape)}")
 # components, which may be negative (a pose can point anywhere). The paper describes 32 "channels"
 # of convolutional 8-D capsules — in PyTorch that is one `Conv2d` with 32·8 = 256 output channels.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 num_types, caps_dim = 32, 8
 primary_conv = nn.Conv2d(256, num_types * caps_dim, kernel_size=9, stride=2)
 features2 = primary_conv(features1)  # (B, T*D, 6, 6)
@@ -138,8 +136,7 @@ def to_capsules(features: torch.Tensor, num_types: int, caps_dim: int) -> torch.
     return capsedu.squash(u, dim=-1)  # (B, I, D)
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 u = to_capsules(features2, num_types, caps_dim)  # (B, 1152, 8)
 assert (u.norm(dim=-1) < 1).all()
 print(f"primary capsules u: {tuple(u.shape)}, every length < 1")
@@ -200,8 +197,7 @@ plt.show()
 # next (capsule 1 takes the last position of channel 0 and the first two of channel 1). Such a
 # vector cannot be "the pose of a part at a place". At the paper's size:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 u_wrong = capsedu.squash(features2.view(x.shape[0], -1, caps_dim))  # (B, 1152, 8) - same shape!
 same = torch.isclose(u, u_wrong).all(dim=-1)  # (B, I): capsules that happen to coincide
 print(f"shapes: right {tuple(u.shape)}, shortcut {tuple(u_wrong.shape)}")
@@ -222,8 +218,7 @@ assert not same.any()
 # layer: its own `Conv2d` (`.conv`) followed by the type-major reshape and squash. Give it **our
 # weights** and it must produce exactly our capsules.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 reference = capsedu.PrimaryCaps(in_channels=256, num_types=32, caps_dim=8, kernel_size=9, stride=2)
 reference.conv.load_state_dict(primary_conv.state_dict())  # same weights and biases
 with torch.no_grad():
@@ -236,8 +231,7 @@ print(f"our capsules equal capsedu.PrimaryCaps's: {tuple(u.shape)}; the shortcut
 # The course's check runs `to_capsules` on a differently sized layer and recognises the usual
 # layout mistakes:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_to_capsules(to_capsules)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -246,8 +240,7 @@ _ = check_to_capsules(to_capsules)  # prints ✅ or a hint
 # From now on, `capsedu.CapsNet.encode(x)` does all of this: conv1, ReLU and `PrimaryCaps`. Load
 # our two convolutions into a paper-sized `CapsNet` and its encoder reproduces our capsules:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 net = capsedu.CapsNet(capsedu.CapsNetConfig.paper())
 net.conv1.load_state_dict(conv1.state_dict())
 net.primary.conv.load_state_dict(primary_conv.state_dict())
@@ -260,8 +253,7 @@ print(f"CapsNet.encode: {tuple(x.shape)} -> {tuple(net.encode(x).shape)}, equal 
 # The course trains a narrower network on CPUs (`CapsNetConfig.cpu()`: fewer conv1 channels and
 # capsule types). Same grid, same 8-D capsules, fewer of them:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for name, config in [("paper", capsedu.CapsNetConfig.paper()), ("cpu", capsedu.CapsNetConfig.cpu())]:
     model = capsedu.CapsNet(config)
     with torch.no_grad():
@@ -371,8 +363,7 @@ print(f"all {trained_lengths.numel():,} primary capsules of these digits: shorte
 # unchanged — the **place** of a part is coded by *which* capsule is active ("place coding"),
 # finer changes of position by the *values* inside it ("rate coding").
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 digit = x[:1]  # (1, 1, 28, 28)
 shifted = torch.roll(digit, shifts=2, dims=-1)
 assert digit[..., -2:].abs().max() == 0  # the last two columns are blank, so the roll loses nothing
@@ -411,8 +402,7 @@ def grid_size(image_size: int, conv1_kernel: int, primary_kernel: int, primary_s
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_grid_size(grid_size)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -429,8 +419,7 @@ def length_map(u: torch.Tensor, num_types: int, grid: int) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_length_map(length_map)  # prints ✅ or a hint
 
 # %% [markdown]

@@ -79,8 +79,7 @@ generator = capsedu.set_seed(0)
 #
 # Shapes at the paper's size (1152 primary capsules of 8-D, 10 digit capsules of 16-D):
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 paper = CapsNetConfig.paper()
 I, D_in, J, D_out = paper.num_primary_caps, paper.primary_dim, paper.num_classes, paper.digit_dim
 W = 0.01 * torch.randn(I, J, D_out, D_in, generator=generator)  # (I, J, D_out, D_in)
@@ -198,8 +197,7 @@ def routing_vectorised(u_hat: torch.Tensor, routing_iterations: int,
 # Both versions against `capsedu.dynamic_routing`, on a small random problem (the loop is slow)
 # with 1 and 3 iterations:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 small = 0.5 * torch.randn(2, 32, 10, 16, generator=generator)  # (B, I, J, D)
 for r in (1, 3):
     v_ref, c_ref = dynamic_routing(small, r)
@@ -247,8 +245,7 @@ print(f"loop: {loop_seconds:.2f} s for 1 image; vectorised: {1000 * vectorised_s
 # coefficients no longer sum to 1 over J, no input has to choose between parents, and every
 # output capsule receives a weighted *average* of its votes instead of a sum of shares.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _, c_right = routing_vectorised(u_hat, 3, softmax_dim=2)
 _, c_wrong = routing_vectorised(u_hat, 3, softmax_dim=1)
 sum_right, sum_wrong = c_right.sum(dim=2), c_wrong.sum(dim=2)  # (B, I): sum over J
@@ -297,8 +294,7 @@ print(f"outputs identical; gradients differ by {100 * difference:.1f}% (cosine s
 # With a single iteration there is nothing to detach, so both settings must give the same
 # gradient:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 one_iteration = []
 for detach in (True, False):
     v_out, _ = dynamic_routing(votes, 1, detach_inner=detach)
@@ -312,8 +308,7 @@ print("r = 1: detach_inner makes no difference to the gradient")
 # `benchmarks/detach_inner.py` trained the shipped network's recipe both ways, three seeds each
 # (same data and the same initial weights for a seed), and recorded the results:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 detach_study = study("detach_inner")
 print(f"{detach_study['epochs']} epochs on 4,000 images, tested on {detach_study['test_data']['images']:,} "
       f"images; {len(detach_study['runs']) // 2} seeds each")
@@ -502,8 +497,7 @@ def prediction_vectors_matmul(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_predictions(prediction_vectors_matmul)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -527,8 +521,7 @@ def routing_history(u_hat: torch.Tensor, routing_iterations: int) -> list[torch.
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_routing_history(routing_history)  # prints ✅ or a hint
 
 # %% [markdown]

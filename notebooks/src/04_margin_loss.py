@@ -89,8 +89,7 @@ def my_margin_loss(lengths: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 # A worked example: one image of a 3, and capsule lengths a half-trained network might give.
 # Only three classes cost anything — the 3 (too short), and the 5 and 8 (too long):
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 example_lengths = torch.tensor([[0.05, 0.02, 0.08, 0.70, 0.10, 0.40, 0.01, 0.06, 0.25, 0.03]])
 example_targets = torch.nn.functional.one_hot(torch.tensor([3]), 10).float()  # (1, J)
 per_class = (example_targets * torch.relu(M_POS - example_lengths) ** 2
@@ -106,8 +105,7 @@ print(f"total: {my_margin_loss(example_lengths, example_targets):.4f}")
 # Against `capsedu.margin_loss`, which accepts class indices (B,) or multi-hot targets (B, J), on
 # a random batch of 64 images:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 lengths = torch.rand(64, 10, generator=generator)  # (B, J)
 labels = torch.randint(0, 10, (64,), generator=generator)  # (B,)
 one_hot = torch.nn.functional.one_hot(labels, 10).float()  # (B, J)
@@ -167,8 +165,7 @@ draw_loss_curves();
 # `capsedu.fit` trains with (plus the reconstruction term of lesson 05). It takes class indices or
 # multi-hot targets and rejects bad input with a message naming the argument:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for bad_targets in (torch.tensor([3, 12]), torch.tensor([[0.0, 0.5] + [0.0] * 8] * 2)):
     try:
         capsedu.margin_loss(torch.rand(2, 10, generator=generator), bad_targets)
@@ -313,8 +310,7 @@ def to_multi_hot(label_lists: list[list[int]], num_classes: int) -> torch.Tensor
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_multi_hot(to_multi_hot)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -346,8 +342,7 @@ def fixed_margin_loss_a(lengths: torch.Tensor, targets: torch.Tensor) -> torch.T
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_margin_loss(fixed_margin_loss_a)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -378,8 +373,7 @@ def fixed_margin_loss_b(lengths: torch.Tensor, targets: torch.Tensor) -> torch.T
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_margin_loss(fixed_margin_loss_b)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -387,8 +381,7 @@ _ = check_margin_loss(fixed_margin_loss_b)  # prints ✅ or a hint
 #
 # The check recognises both peers' versions and names the bug:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_margin_loss(peer_margin_loss_a)
 _ = check_margin_loss(peer_margin_loss_b)  # prints ✅ or a hint
 

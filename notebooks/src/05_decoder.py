@@ -89,8 +89,7 @@ def mask(capsules: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Te
 # A toy example: 2 images, 3 classes, 2-D capsules. Image 0's longest capsule is class 1, image 1's
 # is class 2. With labels `[0, 2]` the true-class capsules are kept; without labels the longest.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 toy = torch.tensor([[[0.1, 0.0], [0.6, 0.3], [0.0, 0.2]],
                     [[0.2, 0.1], [0.1, 0.0], [0.0, 0.9]]])  # (B, J, D_out) = (2, 3, 2)
 print("lengths:\n", toy.norm(dim=-1))
@@ -114,8 +113,7 @@ decoder = nn.Sequential(
 # How big is it? Each `Linear(n, m)` has `n·m` weights and `m` biases. Compare with the whole
 # paper network (`CapsNetConfig.paper()`): the decoder is a sizeable part of it.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for layer in decoder:
     if isinstance(layer, nn.Linear):
         count = sum(p.numel() for p in layer.parameters())
@@ -161,8 +159,7 @@ def sse_loss(recon: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
 # Each check runs your function on test inputs, compares it with `capsedu`'s version and prints
 # a pass or a hint about the likely mistake.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_mask(mask)
 check_decoder(decoder)
 result = check_reconstruction_loss(sse_loss)
@@ -325,8 +322,7 @@ def reconstruct_as(model: capsedu.CapsNet, images: torch.Tensor, digit: int) -> 
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 result = check_reconstruct_as(reconstruct_as)
 
 # %% [markdown]
@@ -370,8 +366,7 @@ def total_loss(lengths: torch.Tensor, recon: torch.Tensor, images: torch.Tensor,
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 result = check_total_loss(total_loss)
 
 # %% [markdown]

@@ -150,8 +150,7 @@ def train_step(model: capsedu.CapsNet, optimizer: torch.optim.Optimizer,
 #
 # The check runs your step twice on a tiny CapsNet and compares the weights with a reference.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 result = check_train_step(train_step)
 
 # %% [markdown]
@@ -324,8 +323,7 @@ if len(wrong) > 0:
 # `CapsNetConfig.paper()` is the network of the paper: 256 conv1 channels and 32 types of 8-D
 # primary capsules (1,152 capsules). Compare its size with the CPU configuration above:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 paper_config = capsedu.CapsNetConfig.paper()
 paper_model = capsedu.CapsNet(paper_config)
 print(f"paper configuration: {sum(p.numel() for p in paper_model.parameters()):,} parameters, "
@@ -386,8 +384,7 @@ def margin_violations(lengths: torch.Tensor, labels: torch.Tensor) -> torch.Tens
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 result = check_margin_violations(margin_violations)
 
 # %%
@@ -417,8 +414,7 @@ def uniform_lengths(model: capsedu.CapsNet, images: torch.Tensor) -> torch.Tenso
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 result = check_uniform_lengths(uniform_lengths)
 
 # %%

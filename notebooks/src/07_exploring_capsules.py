@@ -135,8 +135,7 @@ print("length of the winning capsule after r = 1..7 iterations:",
 # The hand-made perturbation must match `capsedu.explore.probes.perturbed_reconstructions`, and routing
 # with the network's own number of iterations must give the network's own capsules.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 offsets = torch.zeros(1, config.digit_dim)
 offsets[0, dim] = 0.25
 recon, recon_lengths = perturbed_reconstructions(model, capsules, label, offsets)
@@ -205,12 +204,15 @@ explorer
 
 # %% [markdown]
 # Without a kernel, here is what it shows after moving two sliders (set from code - you can drive
-# an explorer the same way; `snapshot()` returns the picture the widget shows):
+# an explorer the same way; `snapshot()` returns the picture the widget shows). The cell puts the
+# sliders back afterwards, so the live explorer above opens at 0:
 
 # %%
 explorer.sliders[dim].value = 0.25
 explorer.sliders[(dim + 5) % config.digit_dim].value = -0.25
-explorer.snapshot()
+picture = explorer.snapshot()
+explorer.reset()
+picture
 
 # %% [markdown]
 # ### The routing explorer
@@ -361,8 +363,7 @@ def ink_change(model: capsedu.CapsNet, image: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_ink_change(ink_change, model, image);
 
 # %%
@@ -397,8 +398,7 @@ def centre_shift(model: capsedu.CapsNet, image: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_centre_shift(centre_shift, model, image);
 
 # %%
@@ -428,8 +428,7 @@ def couplings_for_class(c: torch.Tensor, label: int, num_types: int) -> torch.Te
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_couplings_for_class(couplings_for_class);
 
 # %% [markdown]

@@ -155,8 +155,7 @@ image_rows({"rotated": turned}, column_titles=[f"{a:+d}°" for a in ROTATIONS],
 # %% [markdown]
 # ## Check it
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for angle, mine in zip(ROTATIONS, turned):
     torch.testing.assert_close(mine[None], transform_images(digit, angle=float(angle)), atol=1e-5,
                                rtol=0)
@@ -313,12 +312,15 @@ explorer = transform_explorer(capsnet, cnn, test, index=0)
 explorer
 
 # %% [markdown]
-# Without a kernel, here is the explorer after turning the digit by 45° (set from code), and a
-# static strip of the same digit at every angle of the table:
+# Without a kernel, here is the explorer after turning the digit by 45° (set from code; the cell
+# turns it back afterwards, so the live explorer above opens at 0), and a static strip of the same
+# digit at every angle of the table:
 
 # %%
 explorer.angle.value = 45
-explorer.snapshot()
+picture = explorer.snapshot()
+explorer.reset()
+picture
 
 # %%
 transform_strip(capsnet, cnn, test.images[0], int(test.labels[0]), list(ROTATIONS))
@@ -523,8 +525,7 @@ def probe_error(train_features: torch.Tensor, train_angles: torch.Tensor,
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_probe_error(probe_error);
 
 # %% [markdown]
@@ -570,8 +571,7 @@ def orientation(images: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_orientation(orientation);
 
 # %%

@@ -135,8 +135,7 @@ print(f"bounding-box overlap over 1,000 pairs: mean {overlaps.mean():.0%}, "
 # `capsedu.PairTargets`: the multi-hot classes, both labels, and both digits alone exactly as
 # placed (the reconstruction targets). Rebuild a few of its images with `place_by_hand`:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 pairs = capsedu.MultiMNIST(test_digits, MULTIMNIST_TEST["num_pairs"], seed=MULTIMNIST_TEST["seed"])
 images, targets = pairs.batch(torch.arange(5))
 worst = 0.0
@@ -425,8 +424,7 @@ def both_right(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_both_right(both_right);
 
 # %% [markdown]
@@ -448,8 +446,7 @@ def reconstruct_one(model: capsedu.CapsNet, capsules: torch.Tensor, classes: tor
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_reconstruct_one(reconstruct_one, capsnet);
 
 # %% [markdown]

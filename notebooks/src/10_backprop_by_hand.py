@@ -137,8 +137,7 @@ def my_lengths_backward(dlengths: np.ndarray, cache) -> np.ndarray:
 # `nc.grad_check` does this for every entry (or a random sample of a large array) and names the
 # worst one. Check the two backward passes above, chained, on small random capsules:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 v = rng.normal(0, 0.4, (4, 10, 16))  # (B, J, D) float64
 labels = np.array([3, 0, 9, 3])
 
@@ -225,8 +224,7 @@ def my_prediction_vectors_backward(du_hat: np.ndarray, cache):
 # vanishes — the saturation you saw in lesson 01. Writing this backward is **exercise 1**. Here,
 # the Jacobian itself for one 3-D capsule, built from the formula and compared with autograd's:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 s_one = np.array([0.6, -0.3, 0.9])
 q = s_one @ s_one
 eps = 1e-8
@@ -400,8 +398,7 @@ train_labels = train.labels.numpy()
 test = test.subset(capsedu.choose(learner=len(test), fast=1000), seed=0)
 test_images, test_labels = test.images.numpy().reshape(len(test), -1), test.labels.numpy()
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 params = ncl.init_params(seed=0)  # float32, as trained
 print({name: p.shape for name, p in params.items()}, f"{sum(p.size for p in params.values()):,} parameters")
 probe_images, probe_labels = train_images[:32], train_labels[:32]
@@ -605,8 +602,7 @@ def squash_backward(dv: np.ndarray, cache: dict) -> np.ndarray:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_squash_backward(squash_backward)  # prints ✅ or a hint
 
 # %% [markdown]
@@ -637,8 +633,7 @@ def routing_backward(dv: np.ndarray, cache: dict) -> np.ndarray:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = check_routing_backward(routing_backward)  # prints ✅ or a hint
 
 # %% [markdown]

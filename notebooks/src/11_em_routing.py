@@ -222,8 +222,7 @@ for iterations in (1, 2, 3, 4):
 # It returns the parents' poses $\mu$ (B, J, H), activations (B, J) and the assignments R
 # (B, I, J) its last M-step used.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for iterations in (1, 2, 3):
     mine = my_em_routing(votes, child_activations, zeros, zeros, iterations, lam=0.1)
     theirs = em_routing(votes[None], child_activations[None], zeros, zeros, iterations, 0.1)
@@ -237,8 +236,7 @@ for iterations in (1, 2, 3):
 # far from every Gaussian — a child whose part is out of place — and each density underflows to
 # 0, the row becomes 0/0:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 far = votes.clone()
 far[0] += 40.0  # child 0 now votes far from every parent
 mu, sigma_sq, a_out = my_m_step(torch.full((24, 3), 1 / 3), child_activations, votes, zeros, zeros, 0.1)
@@ -487,8 +485,7 @@ def port_m_step(a_in, r, v, beta_u, beta_a, lam, eps=1e-8):
     return torch.sigmoid(lam * (beta_a.view(1, 1, -1) - cost_h.sum(dim=3)))  # line 8: a_out
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 r0 = torch.full((1, 24, 3, 1), 1 / 3)
 dimmed = child_activations.clone()
 dimmed[:8] = 0.05  # switch parent 0's supporters almost off
@@ -540,8 +537,7 @@ def m_step(R, activations, votes, beta_u, beta_a, lam, eps=1e-8):
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_m_step(m_step);
 
 # %% [markdown]
@@ -562,8 +558,7 @@ def e_step(votes, mu, sigma_sq, a_out):
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_e_step(e_step);
 
 # %% [markdown]
@@ -579,8 +574,7 @@ def bug_line() -> int:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_spot_the_bug(bug_line);
 
 # %% [markdown]

@@ -105,8 +105,7 @@ ax.set(xlabel="length of s", ylabel="length of v", ylim=(0, 1.05), title="Two sq
 ax.legend(fontsize=8)
 plt.show()
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for length in (0.01, 0.1, 0.5, 1.0, 3.0):
     one = torch.tensor([[length, 0.0]])
     print(f"|s| = {length:4.2f}: Eq. 1 gives {float(capsedu.squash(one).norm()):.4f}, "
@@ -151,8 +150,7 @@ v_by_hand = squash_by_hand(s_by_hand)  # (B, J, D)
 #
 # Both pieces against `capsedu.nets.self_attention`:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 s = torch.randn(4, 10, 16)
 assert torch.allclose(squash_by_hand(s), efficient_squash(s))
 print("squash_by_hand equals capsedu's efficient_squash ✅")
@@ -174,8 +172,7 @@ print("output lengths:", v_capsedu[0].norm(dim=-1).numpy().round(3))
 # \hat{\mathbf u}_{j|k} / \sqrt D$ — a prediction's agreement with the **sum of all predictions**
 # for that output. `capsedu` computes it that way (I dot products per output instead of I²):
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 with_sum = (u_hat * u_hat.sum(dim=1, keepdim=True)).sum(dim=-1) / math.sqrt(D)  # (B, I, J)
 print("row sums of A equal the agreement with the summed predictions:", torch.allclose(logits, with_sum, atol=1e-5))
 
@@ -188,8 +185,7 @@ print("row sums of A equal the agreement with the summed predictions:", torch.al
 # $1/\sqrt D$, and has no output in the loop: the couplings depend only on the predictions.
 # Side by side on the same predictions:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for iterations in (1, 2, 3):
     _, c_dynamic = capsedu.dynamic_routing(u_hat, iterations)
     print(f"Procedure 1, {iterations} iteration(s): inputs 0-3 -> output 0 "
@@ -211,8 +207,7 @@ print(f"self-attention, one pass:        inputs 0-3 -> output 0 {c[0, :4, 0].num
 # capsules by self-attention routing. The decoder of lesson 05 is attached for the reconstruction
 # loss, as in the paper; it is not counted in the paper's 161,824.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 efficient = EfficientCapsNet()
 parts = {"convolutions": efficient.convolutions, "primary (depthwise)": efficient.primary,
          "class capsules (W, b)": efficient.digits, "decoder": efficient.decoder}
@@ -415,8 +410,7 @@ def uniform_capsules(u_hat: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_uniform_couplings(uniform_capsules);
 
 # %%
@@ -456,8 +450,7 @@ def coupling_spread(c: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 check_coupling_spread(coupling_spread);
 
 # %%
