@@ -64,6 +64,14 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="module")
+def full_data() -> Path:
+    """The complete MNIST (60,000 training and 10,000 test images) on dev/CI machines."""
+    if not (SHARED_DATA / "mnist-full" / "train-labels-idx1-ubyte.gz").is_file():
+        pytest.skip(f"the complete MNIST split is not at {SHARED_DATA}/mnist-full (only on dev/CI machines)")
+    return SHARED_DATA / "mnist-full"
+
+
+@pytest.fixture(scope="module")
 def model() -> capsedu.CapsNet:
     """An untrained, seeded CPU-configuration CapsNet in eval mode (explorers, checks, widgets)."""
     capsedu.set_seed(0)

@@ -1,5 +1,6 @@
 """A network of another kind trains, saves, loads and ships through the shared API."""
 
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -10,6 +11,7 @@ from torch.utils.data import DataLoader
 import capsedu
 from capsedu import Loss, NetworkConfig, evaluate, fit, load_checkpoint, save_checkpoint
 from capsedu.nets import registry
+from capsedu.data.mnist import DataFileError
 from capsedu.training.checkpoint import CheckpointError
 from capsedu.zoo.recipes import Recipe
 from capsedu.zoo.train import train_shipped
@@ -82,15 +84,17 @@ def test_toy_network_trains_saves_and_loads(toy_kind, offline, tmp_path):
         load_checkpoint(path, expected_config=capsedu.CapsNetConfig.cpu())
 
 
-def test_toy_network_ships_and_loads_with_its_checksum(toy_kind, tmp_path):
+def test_toy_network_ships_and_loads_with_its_checksum(toy_kind, tmp_path, full_data):
     recipe = Recipe(kind="toy-mlp", config=ToyConfig(hidden=16).to_dict(), epochs=1,
                     batch_size=100, lr=3e-3, max_shift=0)
-    metrics = train_shipped("toy", recipe, tmp_path, data_root=tmp_path / "no-data",
-                            test_from_epoch=1, progress=False)
-    assert metrics["kind"] == "toy-mlp" and metrics["train_data"]["images"] == 4000
-    assert metrics["test_data"]["images"] == 1000  # no official split here: the offline test part
-    assert metrics["history"]["test_accuracy"][0] == pytest.approx(metrics["test_accuracy"], abs=0.01)
-    assert len(metrics["load_average_before"]) == 3
+    with pytest.raises(DataFileError, match="no-data"):  # a named data root that is not there
+        train_shipped("toy", recipe, tmp_path, data_root=tmp_path / "no-data", progress=False)
+    metrics = train_shipped("toy", recipe, tmp_path, data_root=full_data, progress=False)
+    assert metrics["kind"] == "toy-mlp" and metrics["train_data"]["images"] == 55_000
+    assert (metrics["validation_data"]["images"], metrics["test_data"]["images"]) == (5_000, 10_000)
+    assert metrics["history"]["validation_accuracy"][0] == metrics["validation_data"]["accuracy"]
+    assert abs(metrics["test_accuracy"] - metrics["validation_data"]["accuracy"]) < 0.05  # half precision, other digits
+    assert len(metrics["load_average_before"]) == 3 and "/" not in json.dumps(metrics["train_data"])
     model = capsedu.pretrained("toy", weights_dir=tmp_path)
     assert isinstance(model, ToyNet) and not model.training
     (tmp_path / "toy.pt").write_bytes((tmp_path / "toy.pt").read_bytes()[:-10] + b"0" * 10)

@@ -9,6 +9,7 @@ import torch
 
 import capsedu
 from capsedu import CapsNet, CheckpointError, load_mnist, pretrained, pretrained_metrics
+from capsedu.data.splits import SOURCES
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import WEIGHTS_DIR, available, sha256
@@ -44,8 +45,16 @@ def test_stored_checkpoint_matches_its_stored_metrics(name):
     checkpoint = WEIGHTS_DIR / metrics["checkpoint"]
     assert sha256(checkpoint) == metrics["sha256"]
     assert checkpoint.stat().st_size == metrics["size_bytes"] <= 10_000_000
-    assert metrics["test_data"]["images"] == 10_000 and "official" in metrics["test_data"]["source"]
-    assert metrics["train_data"]["source"].endswith("(train part)")  # never the offline test part
+    # the three splits of capsedu.data.splits, named by what they are: no offline (validation)
+    # image among the training digits (tests/test_splits.py checks the split pixel by pixel)
+    assert metrics["train_data"] == {"source": SOURCES["train"], "images": 55_000}
+    assert SOURCES["validation"] in metrics["validation_data"]["source"]
+    assert SOURCES["test"] in metrics["test_data"]["source"] and metrics["test_data"]["images"] == 10_000
+    assert metrics["test_data"]["accuracy"] == metrics["test_accuracy"]
+    for split in ("validation_data", "test_data"):
+        record = metrics[split]
+        assert record["standard_error"] == pytest.approx(
+            (record["accuracy"] * (1 - record["accuracy"]) / record["images"]) ** 0.5)
 
 
 def test_pretrained_loads_an_eval_mode_capsnet_with_the_recorded_config():
