@@ -10,8 +10,8 @@ from torch.utils.data import DataLoader
 
 import capsedu
 from capsedu import Loss, NetworkConfig, evaluate, fit, load_checkpoint, save_checkpoint
-from capsedu.nets import registry
 from capsedu.data.mnist import DataFileError
+from capsedu.nets import registry
 from capsedu.training.checkpoint import CheckpointError
 from capsedu.zoo.recipes import Recipe
 from capsedu.zoo.train import train_shipped

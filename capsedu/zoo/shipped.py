@@ -19,8 +19,8 @@ scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons pr
 
 from __future__ import annotations
 
-import hashlib
 import difflib
+import hashlib
 import json
 import os
 from pathlib import Path
