@@ -30,6 +30,12 @@ $(LEARNER_STAMP): pyproject.toml
 	$(call pip_install,.)
 	@touch $@
 
+# Instructors who grade: nbgrader and nbgitpuller besides the learner's set.
+CLASSROOM_STAMP := $(VENV)/.capsedu-classroom-installed
+$(CLASSROOM_STAMP): pyproject.toml
+	$(call pip_install,.[classroom])
+	@touch $@ $(LEARNER_STAMP)
+
 $(STAMP): pyproject.toml
 	$(call pip_install,.[dev])
 	@touch $@ $(LEARNER_STAMP)
@@ -63,7 +69,7 @@ notebooks: install
 	CAPSEDU_FAST=1 $(PY) -m pytest notebooks --nbval-lax --nbval-current-env
 
 lint: install
-	$(VENV)/bin/ruff check capsedu tests benchmarks book/_ext notebooks
+	$(VENV)/bin/ruff check capsedu coursetools tests benchmarks book/_ext notebooks
 
 # After editing a lesson's source notebooks/src/NN_name.py: update its .ipynb pair (keeps outputs;
 # `make execute` re-runs what changed).
@@ -78,11 +84,11 @@ execute: install
 	$(PY) -m coursetools.execute $(if $(LESSONS),$(LESSONS),--stale)
 
 # Handouts for a class: every lesson with its exercise solutions stubbed and outputs cleared.
-student: install
+student: $(LEARNER_STAMP)
 	$(PY) -m coursetools.handouts --out build/student
 
 # An nbgrader course (one assignment per lesson) for instructors who grade with nbgrader.
-grading: install
+grading: $(CLASSROOM_STAMP)
 	$(PY) -m coursetools.grading --out build/nbgrader
 
 # nbgrader's generate_assignment and autograde on every lesson (make test grades two): the

@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 COMMAND_LINES = ["capsedu.zoo.train", "coursetools.execute", "coursetools.handouts",
-                 "coursetools.grading", "coursetools.workspace", "coursetools.shipped_table"]
+                 "coursetools.grading", "coursetools.workspace", "coursetools.readme_tables"]
 
 
 def test_import_capsedu_loads_no_command_line_and_starts_no_thread():

@@ -126,10 +126,9 @@ def test_stored_first_multimnist_test_pairs_are_drawn_again(shared_data):
     assert (pairs.shifts.abs() <= 4).all() and pairs.canvas == 36 and pairs.merge == "clip"
 
 
-def test_the_readme_table_is_written_from_the_shipped_records():
-    from coursetools import shipped_table
+def test_the_measured_tables_are_written_from_their_records():
+    """README.md's networks and lesson times, the instructors' sizing table: as the records say."""
+    from coursetools import readme_tables
 
-    text = shipped_table.README.read_text()
-    assert shipped_table.replaced(text, shipped_table.table()) == text, (
-        "README.md's shipped-networks table differs from the NAME.json records: "
-        "run `python -m coursetools.shipped_table`")
+    stale = [path.name for path, text in readme_tables.documents().items() if path.read_text() != text]
+    assert not stale, f"tables that differ from the records in {stale}: run `python -m coursetools.readme_tables`"

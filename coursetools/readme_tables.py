@@ -1,0 +1,156 @@
+r"""The measured tables of the README and the instructors' page, written from their records.
+
+    python -m coursetools.readme_tables            # rewrite the tables
+    python -m coursetools.readme_tables --check    # exit 1 if a table differs from its records
+
+* README.md, ``shipped`` markers: the shipped networks, from ``capsedu/zoo/weights/NAME.json``
+  (what ``python -m capsedu.zoo.train NAME`` measured);
+* README.md, ``lessons`` markers: the last column of the lesson table (time and peak memory) and
+  book/instructors.md, ``sizing`` markers: what each lesson cost, both from the execution that
+  ``make execute`` recorded in each lesson's metadata.
+
+So no document drifts from what it describes; tests/test_zoo.py and tests/test_notebooks.py
+check that the tables are what this module writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from capsedu.training.uncertainty import standard_error
+from capsedu.zoo.recipes import RECIPES
+from capsedu.zoo.shipped import WEIGHTS_DIR
+from capsedu.zoo.train import recipe_network
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+INSTRUCTORS = ROOT / "book" / "instructors.md"
+LESSONS = ROOT / "notebooks"
+NETWORKS = {  # name: what it is, in the README's words
+    "capsnet": "CapsNet, dynamic routing (Sabour et al. 2017), the CPU profile (`CapsNetConfig.cpu()`)",
+    "cnn": "the baseline CNN trained by the same recipe (`CNNConfig`)",
+    "efficient": "Efficient-CapsNet, self-attention routing (Mazzia et al. 2021)",
+    "em": "matrix capsules with EM routing (Hinton et al. 2018), A, B, C, D = 64, 8, 16, 16",
+    "multimnist": "CapsNet on two overlapping digits (36 × 36, the paper's §6)",
+    "multimnist_cnn": "the CNN on the same pairs (one sigmoid per class)",
+}
+
+
+def records(weights: Path = WEIGHTS_DIR) -> dict[str, dict[str, Any]]:
+    r"""Each shipped network's ``NAME.json``, in the README's order."""
+    return {name: json.loads((weights / f"{name}.json").read_text()) for name in NETWORKS}
+
+
+def with_error(accuracy: float | None, images: int) -> str:
+    if accuracy is None:
+        return "—"
+    return f"{accuracy:.2%} ± {standard_error(accuracy, images):.2%}".replace("%", " %")
+
+
+def row(name: str, record: dict[str, Any]) -> str:
+    parameters = sum(p.numel() for p in recipe_network(RECIPES[name]).parameters())
+    pairs = bool(record["recipe"].get("pairs"))
+    unit = "pairs/s" if pairs else "img/s"
+    train, validation = record["train_data"], record.get("validation_data", {})
+    minutes = record["train_wall_seconds"] / 60
+    load = f"{record['load_average_before'][0]:.1f} → {record['load_average_after'][0]:.1f}"
+    return (f"| `{name}` | {NETWORKS[name]} | {parameters / 1e6:.2f} M | {train['images']:,} digits "
+            f"({record['epochs']} epochs) | {with_error(validation.get('accuracy'), validation.get('images', 0))} | "
+            f"{with_error(record['test_accuracy'], record['test_data']['images'])} | {minutes:.1f} min, "
+            f"{record['train_images_per_second']:,.0f} {unit} (load {load}) |")
+
+
+def table(weights: Path = WEIGHTS_DIR) -> str:
+    r"""The markdown table (and its note) for the records in ``weights``."""
+    lines = ["| name | network | parameters | trained on | validation | official test | training here |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    found = records(weights)
+    lines += [row(name, record) for name, record in found.items()]
+    cpus = sorted({record.get("cpu", "an unrecorded CPU") for record in found.values()})
+    lines.append(f"\nAccuracies ± their binomial standard error (`capsedu.standard_error`); for the "
+                 f"MultiMNIST networks, the share of the fixed test pairs with both digits right. "
+                 f"Trained on {', '.join(cpus)}, 2 cores, each run alone; \"load\" is the 1-minute "
+                 f"load average before and after.")
+    return "\n".join(lines)
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def replaced(text: str, name: str, new_table: str) -> str:
+    r"""``text`` with what lies between the ``name`` markers replaced by ``new_table``."""
+    start_marker, end_marker = markers(name)
+    start, end = text.index(start_marker) + len(start_marker), text.index(end_marker)
+    return text[:start] + "\n" + new_table + "\n" + text[end:]
+
+
+def executions(lessons: Path = LESSONS) -> dict[str, dict[str, Any]]:
+    r"""What ``make execute`` recorded for each lesson (``metadata.capsedu.execution``)."""
+    found = {}
+    for path in sorted(lessons.glob("[0-9][0-9]_*.ipynb")):
+        execution = json.loads(path.read_text()).get("metadata", {}).get("capsedu", {}).get("execution")
+        if not execution:
+            raise ValueError(f"{path.name} has no recorded execution: run `make execute` first")
+        found[path.stem] = execution
+    return found
+
+
+def lesson_table(current: str, lessons: Path = LESSONS) -> str:
+    r"""The README's lesson table (``current``) with its last column from the recorded executions."""
+    recorded, rows = executions(lessons), []
+    for line in current.strip().splitlines():
+        lesson = line.split("|")[1].strip().strip("`")
+        if lesson in recorded:
+            run = recorded[lesson]
+            cells = line.rstrip().rstrip("|").split("|")
+            cells[-1] = f" {run['seconds']:,.0f} s, {run['kernel_peak_rss_mib']:,} MiB "
+            line = "|".join(cells) + "|"
+        rows.append(line)
+    return "\n".join(rows)
+
+
+def sizing_table(lessons: Path = LESSONS) -> str:
+    r"""The instructors' page's table: each lesson's wall time, CPU time, peak memory and load."""
+    recorded = executions(lessons)
+    first = next(iter(recorded.values()))
+    lines = [f"Executed on {first['cpu']} ({first['cpu_count']} cores, torch {first['torch']}), one "
+             f"lesson after the other:\n",
+             "| lesson | wall time | kernel CPU time | kernel peak memory | load average (1 min) |",
+             "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{name}` | {run['seconds']:,.0f} s | {run['kernel_cpu_seconds']:,.0f} s | "
+              f"{run['kernel_peak_rss_mib']:,} MiB | {run['load_average_before'][0]:.1f} → "
+              f"{run['load_average_after'][0]:.1f} |" for name, run in recorded.items()]
+    return "\n".join(lines)
+
+
+def documents() -> dict[Path, str]:
+    r"""Each document's text as this module writes it."""
+    readme = README.read_text()
+    readme = replaced(readme, "shipped", table())
+    start, end = (readme.index(m) for m in markers("lessons"))
+    readme = replaced(readme, "lessons", lesson_table(readme[start + len(markers("lessons")[0]):end]))
+    return {README: readme, INSTRUCTORS: replaced(INSTRUCTORS.read_text(), "sizing", sizing_table())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m coursetools.readme_tables",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="only check the documents, change nothing")
+    args = parser.parse_args(argv)
+    stale = [path for path, text in documents().items() if path.read_text() != text]
+    if args.check:
+        print("stale: " + ", ".join(p.name for p in stale) if stale else "every table is up to date")
+        return int(bool(stale))
+    for path, text in documents().items():
+        path.write_text(text)
+    print(f"wrote the measured tables of {README.name} and {INSTRUCTORS.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
