@@ -78,7 +78,7 @@ sync: install
 
 # Re-execute, in the learner profile, every lesson whose stored outputs are stale (its code, the
 # capsedu modules or weights it uses changed); LESSONS="03 07" picks lessons. Needs the course's
-# data: CAPSEDU_DATA with the official MNIST test split (../shared/data on the course machines).
+# data: CAPSEDU_DATA with the complete MNIST (../shared/data/mnist-full on the course machines).
 LESSONS ?=
 execute: install
 	$(PY) -m coursetools.execute $(if $(LESSONS),$(LESSONS),--stale)

@@ -10,7 +10,7 @@ can draw it), without ``CAPSEDU_FAST`` (``--fast`` sets it). Its ``.ipynb`` gets
 in ``metadata.capsedu``, the lesson's fingerprint (:mod:`coursetools.fingerprint`) and how it
 was executed (profile, seconds, processor, load average, torch version). A lesson is *stale* when
 its stored fingerprint differs from the current one; the test suite fails on stale lessons. Run
-it with the course's canonical data (``CAPSEDU_DATA`` holding the official test split); it refuses
+it with the course's canonical data (``CAPSEDU_DATA`` holding the complete official MNIST); it refuses
 to record a fingerprint made with other data unless ``--out-dir`` sends the results elsewhere.
 """
 

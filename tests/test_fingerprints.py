@@ -138,14 +138,15 @@ def test_a_code_edit_in_squash_stales_every_lesson_that_squashes():
     assert _stale_after(read) == [f"{n:02d}" for n in range(13)]  # every lesson runs Eq. 1 somewhere
 
 
-def test_data_identity_is_the_content_not_the_compression(tmp_path, shared_data):
+def test_data_identity_is_the_content_not_the_compression(tmp_path, full_data):
     import gzip
 
     plain = tmp_path / "mnist"
     plain.mkdir()
-    for gz in (shared_data / "mnist").glob("t10k-*.gz"):
-        (plain / gz.name.removesuffix(".gz")).write_bytes(gzip.decompress(gz.read_bytes()))
-    assert fingerprint.data_identity(shared_data) == fingerprint.CANONICAL_DATA
+    for path in full_data.glob("*-idx?-ubyte*"):
+        data = path.read_bytes()
+        (plain / path.name.removesuffix(".gz")).write_bytes(gzip.decompress(data) if path.suffix == ".gz" else data)
+    assert fingerprint.data_identity(full_data) == fingerprint.CANONICAL_DATA
     assert fingerprint.data_identity(tmp_path) == fingerprint.CANONICAL_DATA
     (plain / "t10k-labels-idx1-ubyte").write_bytes((plain / "t10k-labels-idx1-ubyte").read_bytes()[:-1] + b"\x00")
     assert fingerprint.data_identity(tmp_path)["test"] != fingerprint.CANONICAL_DATA["test"]
