@@ -45,7 +45,7 @@ _MODULES = {  # where each public name lives
     "capsedu.training.modes": ("eval_mode",),
     "capsedu.training.profile": ("choose", "fast_profile"),
     "capsedu.training.hardware": ("default_device",),
-    "capsedu.zoo.shipped": ("pretrained", "pretrained_metrics"),
+    "capsedu.zoo.shipped": ("pretrained", "pretrained_metrics", "shipped_summary"),
 }
 _PUBLIC = {name: module for module, names in _MODULES.items() for name in names}
 _SUBPACKAGES = ("data", "nets", "training", "zoo", "explore", "course")

@@ -132,3 +132,12 @@ def test_the_measured_tables_are_written_from_their_records():
 
     stale = [path.name for path, text in readme_tables.documents().items() if path.read_text() != text]
     assert not stale, f"tables that differ from the records in {stale}: run `python -m coursetools.readme_tables`"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_summary_states_validation_and_test_with_their_errors(name):
+    metrics, text = pretrained_metrics(name), capsedu.shipped_summary(name)
+    for split in ("validation_data", "test_data"):
+        record = metrics[split]
+        assert capsedu.with_error(record["accuracy"], record["images"]) in text, (split, text)
+    assert f"{metrics['train_data']['images']:,} training digits" in text

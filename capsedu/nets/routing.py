@@ -112,7 +112,8 @@ class DigitCaps(nn.Module):
         iterations = self.routing_iterations if routing_iterations is None else routing_iterations
         require_int("routing_iterations", iterations, minimum=1)
         with torch.autocast(u.device.type, enabled=False):  # routing in float32, also under autocast
-            u = u.float()
+            if u.is_floating_point() and u.dtype != self.W.dtype:
+                u = u.to(self.W.dtype)  # a bfloat16 input from an autocast convolution
             if not self.detach_inner:
                 return dynamic_routing(self.prediction_vectors(u), iterations, detach_inner=False)
             self._check_input(u)

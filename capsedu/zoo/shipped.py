@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from capsedu.training.checkpoint import CheckpointError, load_checkpoint
+from capsedu.training.uncertainty import with_error
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 STUDIES_DIR = Path(__file__).parent / "studies"
@@ -109,6 +110,21 @@ def pretrained(name: str = DEFAULT, *, map_location: str | torch.device = "cpu",
         raise CheckpointError(f"{checkpoint} holds a {info['kind']!r} network but {json_path.name} "
                               f"says {metrics.get('kind')!r}")
     return model.to(map_location).eval()
+
+
+def shipped_summary(name: str = DEFAULT, *, weights_dir: str | os.PathLike | None = None) -> str:
+    r"""One line on the shipped network ``name``: what it learned from, for how long, and its
+    validation and test accuracy with their standard errors (pairs with both digits right, for a
+    MultiMNIST network)."""
+    metrics = pretrained_metrics(name, weights_dir=weights_dir)
+    unit = "pairs" if metrics["recipe"].get("pairs") else "images"
+    line = (f"{name}: {metrics['epochs']} epochs on {metrics['train_data']['images']:,} training digits, "
+            f"{metrics['train_wall_seconds'] / 60:.0f} min of training")
+    validation = metrics.get("validation_data")
+    if validation:
+        line += f"; validation {with_error(validation['accuracy'], validation['images'])} ({validation['images']:,} {unit})"
+    test = metrics["test_data"]
+    return line + f"; test {with_error(metrics['test_accuracy'], test['images'])} ({test['images']:,} {unit})"
 
 
 def study(name: str) -> dict[str, Any]:
