@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import importlib
 import json
 import os
 from pathlib import Path
@@ -62,8 +63,10 @@ def shipped_paths(name: str, weights_dir: str | os.PathLike | None = None) -> tu
 
 def _what_to_do(name: str, weights_dir: str | os.PathLike | None) -> str:
     r"""What a learner can do about a missing network: train its recipe, or use a known name."""
-    from capsedu.zoo.recipes import RECIPES
-
+    # imported by name, on this error path only: the recipes (and through them every network
+    # module) never change what pretrained() returns, so a lesson that loads a network is not
+    # re-executed when, say, EM routing changes (coursetools.fingerprint follows import statements)
+    RECIPES = importlib.import_module("capsedu.zoo.recipes").RECIPES
     known = available(weights_dir)
     shipped = f"shipped: {', '.join(map(repr, known)) or 'none'}"
     if name in RECIPES:
