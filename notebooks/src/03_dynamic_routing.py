@@ -43,8 +43,8 @@
 #
 # Lessons 01 (squash) and 02 (primary capsules); tensor broadcasting and `torch.einsum` at the
 # level of "which letters are summed". About 60 minutes. The routing pictures come from a small
-# CapsNet trained for you and shipped with the course (`capsedu.pretrained()`, trained on 4,000
-# MNIST images that none of the test digits here belong to), so nothing here takes more than a few
+# CapsNet trained for you and shipped with the course (`capsedu.pretrained()`, trained on 55,000
+# MNIST training images that none of the test digits here belong to), so nothing here takes more than a few
 # seconds to run.
 
 # %%
@@ -340,7 +340,7 @@ print(f"not detached minus detached, seed by seed: {', '.join(f'{g:+.2f}' for g 
 # Coupling coefficients of an untrained network tell you nothing, so we load a trained one:
 # `capsedu.pretrained()` is the CPU configuration (`CapsNetConfig.cpu()`, a narrower network
 # with the paper's routing and decoder: 8 primary capsule types instead of 32) trained for you
-# on 4,000 MNIST training images. It loads in a second and checks its file's checksum first. Lesson 06
+# on 55,000 MNIST training images. It loads in a second and checks its file's checksum first. Lesson 06
 # shows how such a network is trained; lesson 07 explores it further.
 
 # %%

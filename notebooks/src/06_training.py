@@ -359,8 +359,8 @@ print("default device here:", capsedu.default_device())
 # - Train for more epochs and watch the learning rate (`history["lr"]`) shrink.
 # - Try `lr=2e-3, lr_schedule="onecycle"` in `capsedu.fit` (the learning rate rises for the first
 #   20 % of the batches, then anneals to zero): it is the recipe of the network shipped with the
-#   course (`python -m capsedu.zoo.train capsnet`: 30 epochs on 4,000 images, 98.76 % on the
-#   official test split).
+#   course (`python -m capsedu.zoo.train capsnet`; `capsedu.shipped_summary()` says how long it
+#   trained and how accurate it is).
 
 # %% [markdown]
 # ## Exercises

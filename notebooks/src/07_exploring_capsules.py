@@ -60,10 +60,9 @@ from capsedu.explore.widgets import perturbation_explorer, routing_explorer
 capsedu.set_seed(0)
 model = capsedu.pretrained()  # the shipped CPU-configuration CapsNet, checksum verified
 config = model.config
-metrics = capsedu.pretrained_metrics()
 print(f"shipped network: {config.num_primary_caps} primary capsules ({config.primary_types} types "
       f"on a {config.primary_grid}x{config.primary_grid} grid), {config.digit_dim}-D digit capsules")
-print(f"its test accuracy when it was trained: {metrics['test_accuracy']:.2%}")
+print(capsedu.shipped_summary())
 
 test = capsedu.load_mnist("test")
 n_search = capsedu.choose(learner=len(test), fast=500)  # test images searched for mistakes below
