@@ -23,7 +23,7 @@ from pathlib import Path
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 UNITS = r"(?:%|×|x\b|s\b|ms\b|µs\b|min\b|minutes?\b|seconds?\b|hours?\b|images/s|img/s|pairs/s|MiB\b|MB\b|GB\b|GiB\b|points?\b|pp\b)"
 MEASURED = re.compile(rf"(?<![\w.,/×-])(\d{{1,3}}(?:,\d{{3}})+|\d+)(\.\d+)?(?=\s?{UNITS})(?!\s?×\s?\d)"
-                      rf"|(?<![\w.,/×-])(\d+)(\.\d+)(?![\w.])")
+                      rf"|(?<![\w.,/×-])(\d+)(\.\d+)(?!\w|\.\d)")  # "0.5." ends a sentence; "1.2.3" is a version
 ESTIMATE = re.compile(r"\babout \**\d+ minutes\b", re.IGNORECASE)  # a lesson's planned time, not a measurement
 NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?")
 SOURCES = re.compile(r"\bpaper|\bet al\b|\bTable \d|\bFigure \d|\bSection \d|\bAppendix|\bREADME|\barXiv|\]\(http|"

@@ -46,3 +46,8 @@ def test_code_spans_formulas_sizes_and_planned_times_are_not_measurements():
     text = ("About 40 minutes. A 28×28 digit, `lr=2e-3`, $0.9^2 \\approx 0.81$, 4,000 images, "
             "lesson 05, Eq. 4.")
     assert prose.unsupported(_lesson(text, "")) == []
+
+
+def test_a_decimal_that_ends_a_sentence_is_checked_and_a_version_is_not():
+    text = "Its lengths sit near 0.57. Built with torch 2.15.0 on Python 3.11.2."
+    assert [number for _, number, _ in prose.unsupported(_lesson(text, "0.4\n"))] == ["0.57"]

@@ -15,9 +15,9 @@ Sources, in order (the first that has the split wins):
    no official test split exists either, it is split deterministically: 400 per class for
    ``train`` and 100 per class for ``test``; otherwise ``train`` gets all 5,000.
 
-:func:`load_offline` gives those offline parts whatever else is on disk: the shipped networks
-are trained on its 4,000-image ``train`` part, so that its 1,000-image ``test`` part is unseen
-by them. :func:`learner_subset` caps a training set at the size the lessons' times are
+:func:`load_offline` gives those offline parts whatever else is on disk. No shipped network has
+seen an offline image: they are the validation split of :mod:`capsedu.data.splits`, and the
+networks learn from the other 55,000 official training images. :func:`learner_subset` caps a training set at the size the lessons' times are
 measured with (5,000 images), so that the times hold with the 60,000 official images too.
 """
 

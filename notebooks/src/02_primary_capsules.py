@@ -145,7 +145,7 @@ print(f"parameters: conv1 {sum(p.numel() for p in conv1.parameters()):,}, "
 
 # %% [markdown]
 # The primary layer is the biggest layer of the network: 256·256·9·9 weights + 256 biases =
-# 5,308,672 parameters, about two thirds of the CapsNet's 8.2 million.
+# 5,308,672 parameters, about two thirds of the whole CapsNet (Sabour et al. count 8.2 million).
 #
 # ### Why the order matters
 #
@@ -345,11 +345,12 @@ print(f"all {trained_lengths.numel():,} primary capsules of these digits: shorte
 
 # %% [markdown]
 # **They do not — not in their lengths.** Almost every primary capsule of the trained network is
-# close to length 1 (of the 1,152 above: shortest 0.70, median 0.98, 95 % longer than 0.9), over
-# the strokes and over the empty background alike; the maps differ only in faint patches. So in
-# this network a primary capsule's length says little about whether "its" part is present: what
-# it detects is carried by its *direction*, the 8 numbers that lesson 03 turns into votes. That
-# is not the picture the intuition above (and the paper's description of capsules) suggests.
+# close to length 1 (of the 1,152 above: shortest 0.80, median 0.99, and the share longer than 0.9
+# rounds to 100 %), over the strokes and over the empty background alike; the maps differ only in
+# faint patches. So in this network a primary capsule's length says little about whether "its"
+# part is present: what it detects is carried by its *direction*, the 8 numbers that lesson 03
+# turns into votes. That is not the picture the intuition above (and the paper's description of
+# capsules) suggests.
 # One plausible reason: nothing in the loss asks primary capsules to be short — the margin loss
 # (lesson 04) constrains only the digit capsules' lengths — and a 9 × 9 convolution over a
 # 20 × 20 feature map sees some stroke almost everywhere (each primary capsule looks at a

@@ -259,9 +259,10 @@ fig.tight_layout()
 # Early in training, before the network can tell digits apart, all ten capsules of an image
 # have about the same length $\ell$. Then an image's
 # loss is $\max(0, 0.9-\ell)^2 + 9\lambda\max(0, \ell-0.1)^2$, and gradient descent drives
-# every length towards this function's minimum. With $\lambda = 1$ the absent classes win and
-# the common length is pulled down towards 0.18; with $\lambda = 0.5$ it stays higher, so the
-# capsules do not collapse before they have learned to differ.
+# every length towards this function's minimum, $\ell^* = 0.9\,(1+\lambda)/(1+9\lambda)$ (where its
+# derivative is zero; the figure's legend prints each minimum). With $\lambda = 1$ the absent
+# classes win and the common length is pulled down towards $\ell^* = 0.18$; with $\lambda = 0.5$
+# it stays higher, so the capsules do not collapse before they have learned to differ.
 
 # %%
 def draw_common_length(lams: tuple[float, ...] = (1.0, 0.5, 0.25)) -> plt.Figure:
@@ -386,8 +387,8 @@ check_margin_loss(peer_margin_loss_a)
 _ = check_margin_loss(peer_margin_loss_b)  # prints ✅ or a hint
 
 # %% [markdown]
-# And here is why they matter. Without the square (A) the pull on a present capsule is the same
-# at 0.85 as at 0.1: it never fades near the margin, so lengths keep being jerked across it.
+# And here is why they matter. Without the square (A) the pull on a present capsule is as strong
+# just below 0.9 as near 0: it never fades near the margin, so lengths keep being jerked across it.
 # Without $\lambda$ (B) the nine absent classes weigh twice as much, which pulls all capsules
 # towards zero early in training.
 
@@ -434,4 +435,4 @@ draw_bug_curves();
 # ## What's next
 #
 # Lesson 05 adds the second half of the CapsNet loss: a decoder that reconstructs the digit from
-# its capsule, masked by the true label, with a reconstruction loss scaled by 0.0005.
+# its capsule, masked by the true label, with a reconstruction loss scaled by the paper's 0.0005.

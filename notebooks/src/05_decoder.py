@@ -143,8 +143,8 @@ def sse_loss(recon: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
 # %% [markdown]
 # The total loss is `margin_loss + 0.0005 · sse_loss`. Why such a small weight?
 #
-# - A sum over 784 pixels is a big number: a decoder that outputs 0.5 everywhere on a mostly
-#   black image is off by about 0.5 on ~650 background pixels, an SSE near 150-200.
+# - A sum over 784 pixels is a big number: a decoder that outputs one half everywhere on a mostly
+#   black image is off by a half on ~650 background pixels, an SSE near 150-200.
 # - The margin loss of lesson 04 is small for an untrained network, whose capsules are all short:
 #   about $0.9^2 = 0.81$, the true class's term alone. At worst (every capsule on the wrong side
 #   of its margin) it reaches $0.9^2 + 9 \cdot 0.5 \cdot 0.9^2 \approx 4.45$ per image.
@@ -226,7 +226,7 @@ print({name: round(value, 4) for name, value in untrained_paper.items()})
 #
 # ### Reconstructions before and after a little training
 #
-# An untrained decoder draws grey fog: its sigmoid outputs sit near 0.5. Let's train a small
+# An untrained decoder draws grey fog: its sigmoid outputs sit near one half (the sigmoid of inputs near zero). Let's train a small
 # CapsNet - `CapsNetConfig.cpu()`, a narrower network that fits a laptop - with `capsedu.fit`
 # (lesson 06 explains its every argument) and compare. `capsedu.choose` picks the learner numbers
 # here and much smaller ones when the test suite runs the notebook.
@@ -284,8 +284,8 @@ for name in names:
           f"({untrained_cpu[name] / trained_cpu[name]:.0f}x smaller)")
 
 # %% [markdown]
-# Training cut the margin loss 39-fold (0.8099 → 0.0209) but the weighted reconstruction term
-# only 4-fold (0.0908 → 0.0202). The 0.0005 weight keeps reconstruction a regulariser: before
+# Training cut the margin loss 38-fold (0.8099 → 0.0212) but the weighted reconstruction term
+# only about 5-fold (0.0908 → 0.0197). The 0.0005 weight keeps reconstruction a regulariser: before
 # training the margin loss dominated the total, after it the two terms are about the same size on
 # these digits.
 
@@ -345,12 +345,11 @@ plt.show()
 print("capsule lengths:", " ".join(f"{d}: {length:.2f}" for d, length in enumerate(lengths)))
 
 # %% [markdown]
-# Only the 8 capsule (0.79 long) gives back an 8. The wrong-class capsules are short, 0.00 to
-# 0.17 here — after only two epochs the 2 (0.17) and the 5 (0.16) are still above the margin
-# loss's 0.1 target and the 0 sits at it — and through them the decoder draws much the same faint
-# smudge, a hint of the class at most (the 5 capsule's picture leans towards a 5). A short vector
-# gives the decoder little to draw from: that is why masking by the longest capsule at test time
-# works.
+# Only the 8 capsule (0.75 long) gives back an 8. The wrong-class capsules are short, 0.01 to
+# 0.07 here — after only two epochs every one of them is already below the margin loss's 0.1
+# target — and through them the decoder draws the same faint smudge, whichever class it is asked
+# for: nothing of the class shows. A short vector gives the decoder little to draw from: that is
+# why masking by the longest capsule at test time works.
 #
 # ### Exercise 2: the total loss
 #
