@@ -121,7 +121,8 @@ def shipped_summary(name: str = DEFAULT, *, weights_dir: str | os.PathLike | Non
     MultiMNIST network)."""
     metrics = pretrained_metrics(name, weights_dir=weights_dir)
     unit = "pairs" if metrics["recipe"].get("pairs") else "images"
-    line = (f"{name}: {metrics['epochs']} epochs on {metrics['train_data']['images']:,} training digits, "
+    epochs = metrics["epochs"]
+    line = (f"{name}: {epochs} epoch{'s' * (epochs != 1)} on {metrics['train_data']['images']:,} training digits, "
             f"{metrics['train_wall_seconds'] / 60:.0f} min of training")
     validation = metrics.get("validation_data")
     if validation:

@@ -63,6 +63,7 @@ from capsedu.explore.figures import image_rows
 from capsedu.explore.pairs import pair_accuracy_matrix, pair_explorer, pair_figure, pair_matrix_figure
 from capsedu.nets.multi_digit import pair_hits
 from capsedu.data.multimnist import MULTIMNIST_TEST
+from capsedu.zoo.shipped import study
 
 # %%
 capsedu.set_seed(0)
@@ -259,6 +260,24 @@ for name, (network, key) in networks.items():
 # learned no faster per epoch than 8 and trained more slowly; 4 learned as fast per epoch at 1.6
 # times the pairs per second, which bought the longer run shipped here (the network with 8 types,
 # 20 epochs at batch 32, had reached 80.65 % in 38 minutes).
+
+# %% [markdown]
+# The same two networks were shipped before from 4,000 training digits (recorded in
+# `shipped_4000`, the same fixed test pairs); side by side with today's:
+
+# %%
+before = study("shipped_4000")["networks"]
+for name, (_, key) in networks.items():
+    old, now = before[key], capsedu.pretrained_metrics(key)
+    print(f"{name:8s} 4,000 digits, {old['epochs']} epochs ({old['train_wall_seconds'] / 60:.1f} min): both "
+          f"{capsedu.with_error(old['test_accuracy'], old['test_data']['images'])}   55,000 digits, "
+          f"{now['epochs']} epochs ({now['train_wall_seconds'] / 60:.1f} min): both "
+          f"{capsedu.with_error(now['test_accuracy'], now['test_data']['images'])}")
+for label, metrics in (("4,000 digits", before), ("55,000 digits", {k: capsedu.pretrained_metrics(k)
+                                                                     for k in ("multimnist", "multimnist_cnn")})):
+    caps, net = metrics["multimnist"], metrics["multimnist_cnn"]
+    print(f"{label}: " + capsedu.compare_accuracies("CapsNet", caps["test_accuracy"], caps["test_data"]["images"],
+                                                   "CNN", net["test_accuracy"], net["test_data"]["images"]))
 
 # %% [markdown]
 # ### Accuracy against training minutes, and against pairs seen
