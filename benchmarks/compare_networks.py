@@ -121,7 +121,7 @@ def markdown(result: dict) -> str:
         lines.append(
             f"| {row['network']} | {row['parameters']:,} ({row['parameters_without_decoder']:,}) | "
             f"{row['clean']:.2%} | {row['affnist_like']:.2%} | {row['rotated_45']:.2%} | "
-            f"{row['train_minutes']:.1f} min, {row['train_epochs']} epochs "
+            f"{row['train_minutes']:.1f} min, {row['train_epochs']} epoch{'s' * (row['train_epochs'] != 1)} "
             f"({row['train_load'][0]:.1f} → {row['train_load'][1]:.1f}) | "
             f"{row['inference_images_per_second']:,.0f} | {row['peak_training_mib']:,.0f} MiB "
             f"(batch {row['batch_size']}) | {row['published']} |")
