@@ -59,7 +59,7 @@ def row(name: str, record: dict[str, Any]) -> str:
     minutes = record["train_wall_seconds"] / 60
     load = f"{record['load_average_before'][0]:.1f} → {record['load_average_after'][0]:.1f}"
     return (f"| `{name}` | {NETWORKS[name]} | {parameters / 1e6:.2f} M | {train['images']:,} digits "
-            f"({record['epochs']} epochs) | {with_error(validation.get('accuracy'), validation.get('images', 0))} | "
+            f"({record['epochs']} epoch{'s' * (record['epochs'] != 1)}) | {with_error(validation.get('accuracy'), validation.get('images', 0))} | "
             f"{with_error(record['test_accuracy'], record['test_data']['images'])} | {minutes:.1f} min, "
             f"{record['train_images_per_second']:,.0f} {unit} (load {load}) |")
 
