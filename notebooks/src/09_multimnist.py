@@ -276,8 +276,9 @@ for name, (_, key) in networks.items():
           f"{capsedu.with_error(old['test_accuracy'], old['test_data']['images'])}   55,000 digits, "
           f"{now['epochs']} epochs ({now['train_wall_seconds'] / 60:.1f} min): both "
           f"{capsedu.with_error(now['test_accuracy'], now['test_data']['images'])}")
-for label, metrics in (("4,000 digits", before), ("55,000 digits", {k: capsedu.pretrained_metrics(k)
-                                                                     for k in ("multimnist", "multimnist_cnn")})):
+today = {"multimnist": capsedu.pretrained_metrics("multimnist"),
+         "multimnist_cnn": capsedu.pretrained_metrics("multimnist_cnn")}
+for label, metrics in (("4,000 digits", before), ("55,000 digits", today)):
     caps, net = metrics["multimnist"], metrics["multimnist_cnn"]
     print(f"{label}: " + capsedu.compare_accuracies("CapsNet", caps["test_accuracy"], caps["test_data"]["images"],
                                                    "CNN", net["test_accuracy"], net["test_data"]["images"]))

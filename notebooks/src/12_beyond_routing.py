@@ -335,8 +335,8 @@ for offset, (key, label_text) in enumerate((("clean", "clean"), ("affnist_like",
                                             ("rotated_45", "rotated ±45°"))):
     bars = axes[0].bar([k + 0.27 * (offset - 1) for k in range(len(names))],
                        [100 * rows[n][key] for n in names], width=0.27, label=label_text)
-    axes[0].bar_label(bars, fmt="%.0f", fontsize=9, padding=1)
-axes[0].set(xticks=range(len(names)), ylabel="test accuracy (%)", ylim=(0, 110))  # bars start at 0
+    axes[0].bar_label(bars, fmt="%.1f", fontsize=8, padding=2, rotation=90)
+axes[0].set(xticks=range(len(names)), ylabel="test accuracy (%)", ylim=(0, 120))  # bars start at 0
 axes[0].set_xticklabels([short[n] for n in names], rotation=20, ha="right", fontsize=10)
 axes[0].legend(fontsize=9, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
 n_compared = comparison["test_data"]["images"]
@@ -344,8 +344,9 @@ clean = [100 * rows[n]["clean"] for n in names]
 for n, y in zip(names, clean):
     axes[1].errorbar(rows[n]["parameters_without_decoder"], y, fmt="o", capsize=3,
                      yerr=100 * capsedu.standard_error(rows[n]["clean"], n_compared))
-    axes[1].annotate(short[n], (rows[n]["parameters_without_decoder"], y),
-                     fontsize=10, xytext=(6, 4), textcoords="offset points")
+    below = n == "cnn"  # the CNN's point sits beside dynamic routing's: its label goes underneath
+    axes[1].annotate(short[n], (rows[n]["parameters_without_decoder"], y), fontsize=10,
+                     xytext=(6, -14 if below else 4), textcoords="offset points")
 axes[1].set(xscale="log", xlim=(4e4, 8e6), ylim=(min(clean) - 0.4, min(100, max(clean) + 0.3)),
             xlabel="parameters without the decoder", ylabel="clean accuracy (%), ± 1 standard error",
             title="Clean accuracy against size")
