@@ -327,6 +327,14 @@ for name, row in rows.items():
               f" ({earlier[name]['train_epochs']} epochs) -> {capsedu.with_error(row['clean'], n_compared)}"
               f" ({row['train_epochs']} epoch{'s' * (row['train_epochs'] != 1)})")
 
+print("\neach column against its leader (rotated: the mean of two 10,000-image sets, counted as 10,000):")
+for key, label in (("clean", "clean"), ("affnist_like", "affNIST-like"), ("rotated_45", "rotated ±45°")):
+    leader = max(rows, key=lambda name: rows[name][key])
+    for name in rows:
+        if name != leader:
+            print(f"{label:13s} {leader} vs {name}: " + capsedu.compare_accuracies(leader, rows[leader][key], n_compared,
+                                                                name, rows[name][key], n_compared))
+
 # %%
 names = list(rows)
 short = {"capsnet": "dynamic routing", "em": "EM routing", "efficient": "self-attention", "cnn": "CNN"}
