@@ -85,7 +85,7 @@
 # | **09 MultiMNIST** | two overlapping digits, recognised and separated | §6, Fig. 5 |
 # | **10 Backprop by hand** | the capsule layer's gradients in NumPy | Procedure 1 |
 # | **11 EM routing** | matrix capsules and routing by clustering | Hinton et al. 2018 |
-# | **12 Beyond routing** | self-attention routing (Efficient-CapsNet) and every router on one bench | Mazzia et al. 2021 |
+# | **12 Beyond routing** | self-attention routing (Efficient-CapsNet); three routers and a CNN on one bench | Mazzia et al. 2021 |
 #
 # ### Check your environment
 #

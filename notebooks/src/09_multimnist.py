@@ -20,7 +20,8 @@
 # average, the paper says — and the network must name both. In the paper the CapsNet reached
 # **5.2 % error** (both digits right) against the paper's **8.1 %** for a CNN baseline, and its
 # decoder could redraw each digit on its own by masking all capsules but one (the paper's Figure 5):
-# the capsules had *segmented* the two digits without ever being shown how. In this lesson you build
+# the capsules had *segmented* the two digits — the reconstruction loss gave each digit alone as
+# a target, but no pixel was ever labelled with the digit it belongs to. In this lesson you build
 # the dataset, train a CapsNet on it for a moment, then take the two networks shipped with the
 # course — a CapsNet and the lesson-08 CNN with one sigmoid per class, trained on the same pairs —
 # and measure, draw and break them. The paper trained on 60 million pairs from 60,000 digits with
