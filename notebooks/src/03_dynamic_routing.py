@@ -386,8 +386,10 @@ print(f"votes u_hat {tuple(digit_u_hat.shape)}; true label {label}, "
 # ### Where the votes of a whole digit go
 #
 # Each $c_{ij}$ is about one pair. To see where a whole digit sends its votes, add them up per
-# class, weighting capsule $i$ by its length $\lVert\mathbf u_i\rVert$ — a short primary capsule
-# says "my part is not here", so its vote should barely count:
+# class, weighting capsule $i$ by its length $\lVert\mathbf u_i\rVert$ — in the paper's reading a
+# short primary capsule says "my part is not here", so its vote should barely count. (Lesson 02
+# found nearly every primary capsule of this network close to length 1, so here the weighting
+# changes little; it is the share the paper's intuition asks for.)
 #
 # $$\text{share}_j = \frac{\sum_i \lVert\mathbf u_i\rVert\, c_{ij}}{\sum_i \lVert\mathbf u_i\rVert}$$
 #
@@ -447,7 +449,8 @@ routing_strip(model, image, label)
 
 # %% [markdown]
 # At r = 1 every coupling is a fair share (white). By r = 3, the network's own number, the map
-# toward 7 is still pale — no position far from a fair share — while capsule 7 has already grown
+# toward 7 looks pale on this colour scale, which runs up to the r = 7 maximum, though its
+# strongest positions already get clearly more than a fair share; meanwhile capsule 7 has grown
 # from 0.61 to 0.95 long. Only with more iterations do the couplings concentrate (at r = 7 the
 # darkest cells reach the top of the colour scale) on a few grid positions along the bottom row
 # and the left edge of the grid; not all of them lie on the stroke, because each primary capsule
