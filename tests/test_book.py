@@ -206,6 +206,25 @@ def test_mathjax_and_widget_renderer_are_shipped(site: Path) -> None:
     assert (site / "_static/vendor/html-manager/embed.js").is_file()
 
 
+PAGE_LIMIT = 3_000_000  # bytes: a lesson page with its figures and the explorers' frames
+
+
+def page_weight(html: Path) -> int:
+    """Bytes a reader downloads for a lesson page: the HTML (which embeds the widget state, the
+    explorers' frames included) and every local image it shows (not the shared theme and fonts)."""
+    images = {(html.parent / unquote(attrs["src"])).resolve() for tag, attrs in page_tags(html)
+              if tag == "img" and attrs.get("src") and not is_remote(attrs["src"])
+              and not attrs["src"].startswith("data:")}
+    return html.stat().st_size + sum(p.stat().st_size for p in images if p.is_file())
+
+
+def test_every_lesson_page_stays_under_3_mb(site: Path) -> None:
+    weights = {html.name: page_weight(html) for html in lesson_pages(site)}
+    print("\n".join(f"{name}: {size / 1e6:.2f} MB" for name, size in weights.items()))
+    heavy = {name: size for name, size in weights.items() if size > PAGE_LIMIT}
+    assert not heavy, f"lesson pages over {PAGE_LIMIT / 1e6:.0f} MB: {heavy}"
+
+
 # --- the browser ---------------------------------------------------------------------------
 
 
@@ -336,6 +355,51 @@ def test_every_lesson_page_in_chromium(site: Path, page: BookPage) -> None:
             page.screenshot(SCREENSHOTS / f"{lesson.stem}.png")
         totals = {k: totals[k] + state[k] for k in totals}
     assert totals["maths"] > 0 and totals["images"] > 0, totals
+
+
+FRAMES = "main .capsedu-frames"  # capsedu.explore.frames.CSS_CLASS
+
+
+def _shown_picture(explorer) -> bytes:
+    """The pixels of the one frame an explorer shows (its visible image), as a PNG screenshot."""
+    shown = explorer.locator("img:visible")
+    assert shown.count() == 1, f"a frame explorer shows {shown.count()} pictures, expected 1"
+    return shown.screenshot()
+
+
+def _move(page: BookPage, handle) -> None:
+    """One step of a slider with the keyboard: right, or left where it is at its end."""
+    now, top = (float(handle.get_attribute(k)) for k in ("aria-valuenow", "aria-valuemax"))
+    handle.focus()
+    page.page.keyboard.press("ArrowRight" if now < top else "ArrowLeft")
+    page.page.wait_for_timeout(150)
+
+
+def test_the_explorers_move_on_the_static_site(site: Path, page: BookPage) -> None:
+    """Every frame explorer on every lesson page: each of its sliders, moved with the keyboard,
+    changes the picture, with no kernel and no request beyond the local files; screenshots."""
+    moved: dict[str, int] = {}
+    for lesson in lesson_pages(site):
+        if "capsedu-frames" not in lesson.read_text(encoding="utf-8"):
+            continue
+        check_lesson(page, lesson)
+        assert page.wait_for(f"document.querySelectorAll('{FRAMES}').length > 0", 30), lesson.name
+        explorers = page.page.locator(FRAMES)
+        for e in range(explorers.count()):
+            explorer = explorers.nth(e)
+            explorer.scroll_into_view_if_needed()
+            explorer.screenshot(path=str(SCREENSHOTS / f"{lesson.stem}-frames{e}-before.png"))
+            handles = explorer.locator(".noUi-handle")
+            assert handles.count() >= 1, f"{lesson.name}: explorer {e} has no slider"
+            for h in reversed(range(handles.count())):  # inner first: offset 0 looks alike in every row
+                before = _shown_picture(explorer)
+                _move(page, handles.nth(h))
+                assert _shown_picture(explorer) != before, f"{lesson.name}: explorer {e}, slider {h} moved nothing"
+                moved[lesson.stem] = moved.get(lesson.stem, 0) + 1
+            explorer.screenshot(path=str(SCREENSHOTS / f"{lesson.stem}-frames{e}-after.png"))
+        remote = [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
+        assert not remote, f"{lesson.name}: requests beyond the local files: {remote}"
+    assert len(moved) >= 5, f"frame explorers found on {sorted(moved)} only (lessons 03, 07, 08, 09, 11)"
 
 
 def test_landing_page_in_chromium(site: Path, page: BookPage) -> None:

@@ -2,8 +2,9 @@ r"""Put a "run this lesson live" note at the top of every lesson page.
 
 A lesson page of the book is a snapshot of the notebook as it was last run. The note tells the
 reader how to open the lesson in JupyterLab; on pages whose notebook embeds ipywidgets state it
-also says, where that state holds controls (sliders, buttons...), that they only show their saved
-state without a kernel and that the static figures on the page show the same results.
+also says what moves on the page: the explorers' frames (``capsedu.explore.frames``, linked in
+the browser) move without a kernel, the live explorers need JupyterLab; where the state holds
+only controls that need a kernel, that they show their saved state only.
 
 Lessons are the documents named ``notebooks/NN_name`` (two digits, underscore).
 """
@@ -25,13 +26,17 @@ CONTROL_MODEL = re.compile(
 )
 
 
-def has_saved_controls(notebook: Path) -> bool:
-    """True when the notebook's embedded widget state holds a control a reader could move
-    (a slider, button, text box...); progress bars and output areas alone do not count."""
+def saved_widgets(notebook: Path) -> str:
+    """What the notebook's embedded widget state holds: ``"frames"`` when it links controls to
+    frames in the browser (``jslink``: capsedu.explore.frames), ``"controls"`` when it holds
+    only controls a reader could move but that need a kernel (a slider, button, text box...),
+    ``""`` otherwise (progress bars and output areas alone do not count)."""
     metadata = json.loads(notebook.read_text(encoding="utf-8")).get("metadata", {})
     state = metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    names = (model.get("model_name", "") for model in state.values())
-    return any(CONTROL_MODEL.search(name) for name in names)
+    names = [model.get("model_name", "") for model in state.values()]
+    if "LinkModel" in names:
+        return "frames"
+    return "controls" if any(CONTROL_MODEL.search(name) for name in names) else ""
 
 
 def _paragraph(*parts: str | nodes.Node) -> nodes.paragraph:
@@ -49,7 +54,7 @@ def setup_link(docname: str) -> addnodes.pending_xref:
     return xref
 
 
-def live_note(docname: str, stem: str, widgets: bool) -> nodes.admonition:
+def live_note(docname: str, stem: str, widgets: str) -> nodes.admonition:
     """The admonition shown under a lesson's title."""
     note = nodes.admonition(classes=["tip", "capsedu-live-note"])
     note += nodes.title(text="Run this lesson live")
@@ -63,7 +68,14 @@ def live_note(docname: str, stem: str, widgets: bool) -> nodes.admonition:
         setup_link(docname),
         ").",
     )
-    if widgets:
+    if widgets == "frames":
+        note += _paragraph(
+            "The explorers on this page move without a kernel: each holds pictures computed when "
+            "the lesson ran, for the image and the slider positions it names under its sliders. "
+            "The live explorers - any image, any position, several sliders at once - run in "
+            "JupyterLab only, where each move recomputes the picture."
+        )
+    elif widgets:
         note += _paragraph(
             "The interactive controls on this page show their saved state only: without a "
             "running kernel, moving them changes nothing. The static figures next to them "
@@ -77,7 +89,7 @@ def add_live_note(app: Sphinx, doctree: nodes.document) -> None:
     match = LESSON_DOCNAME.match(app.env.docname)
     if match is None:
         return
-    widgets = has_saved_controls(Path(app.env.doc2path(app.env.docname)))
+    widgets = saved_widgets(Path(app.env.doc2path(app.env.docname)))
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is None or not isinstance(section[0], nodes.title):
         return

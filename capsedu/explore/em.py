@@ -26,6 +26,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Ellipse
 
+from capsedu.explore.frames import FrameExplorer, sweep
 from capsedu.explore.render import PngView
 from capsedu.nets.em_routing import e_step, em_routing, m_step, temperatures
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
@@ -179,6 +180,10 @@ class EMExplorer(PngView):
     def update(self) -> None:
         self.panel.update(self.steps[self.iteration.value - 1], self.iteration.value)
         self.redraw()
+
+    def frames(self, colours: int = 64) -> FrameExplorer:
+        r"""The static form (no kernel needed): one frame per iteration."""
+        return sweep(self, "iteration", range(1, len(self.steps) + 1), colours=colours)
 
 
 def em_explorer(steps: list[EMStep], votes: torch.Tensor, parents: Sequence[int] | None = None,

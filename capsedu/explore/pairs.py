@@ -22,6 +22,7 @@ import torch
 from matplotlib.figure import Figure
 
 from capsedu.data.multimnist import MultiMNIST
+from capsedu.explore.frames import FrameExplorer, sweep
 from capsedu.explore.render import PngView
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 from capsedu.nets.multi_digit import pair_hits
@@ -198,6 +199,13 @@ class PairExplorer(PngView):
         self.panel.update(self.image[0, 0], labels, self.capsules[0].norm(dim=-1), self.shown,
                           (recon[0, 0], recon[1, 0]))
         self.redraw()
+
+
+    def frames(self, colours: int = 64) -> FrameExplorer:
+        r"""The static form (no kernel needed): this pair, every class for each colour."""
+        note = f"Pair {self.index.value} only; choosing another pair needs the live explorer."
+        return sweep(self, "second", range(10), outer="first", outer_values=range(10), note=note,
+                     colours=colours)
 
 
 def pair_explorer(model: CapsNet, pairs: MultiMNIST, index: int = 0) -> PairExplorer:

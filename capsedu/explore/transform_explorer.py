@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from capsedu.data.augment import LIMITS
 from capsedu.data.transforms import transform_images
 from capsedu.explore.figures import TRUE_COLOUR
+from capsedu.explore.frames import FrameExplorer, sweep
 from capsedu.explore.widgets import _Explorer
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 from capsedu.nets.cnn import BaselineCNN, check_cnn
@@ -55,8 +56,9 @@ class TransformFigure:
         self.reconstruction = ax_out.imshow(blank, cmap="gray", vmin=0, vmax=1)
         for ax in (ax_in, ax_out):
             ax.set_xticks([]), ax.set_yticks([])
-        self.title_in = ax_in.set_title("")
-        self.title_out = ax_out.set_title("")
+        # two lines reserved: the layout is frozen after the first frame (BlitRenderer)
+        self.title_in = ax_in.set_title(" \n ")
+        self.title_out = ax_out.set_title(" \n ")
         classes = np.arange(num_classes)
         zeros = np.zeros(num_classes)
         self.caps_bars = ax_bars.bar(classes - 0.2, zeros, 0.4, color=CAPSNET_COLOUR,
@@ -76,9 +78,9 @@ class TransformFigure:
         r"""Show one transformed ``image`` (H, W), the scores (J,) and the reconstruction (H, W)."""
         self.digit.set_data(image.cpu().numpy())
         self.reconstruction.set_data(reconstruction.cpu().numpy())
-        self.title_in.set_text(f"label {true_label}, {described}")
+        self.title_in.set_text(f"label {true_label}\n{described}")
         caps, cnn = int(lengths.argmax()), int(probabilities.argmax())
-        self.title_out.set_text(f"CapsNet redraws a {caps}")
+        self.title_out.set_text(f"CapsNet\nredraws a {caps}")
         for bars, scores in ((self.caps_bars, lengths), (self.cnn_bars, probabilities)):
             for bar, height in zip(bars, scores.tolist()):
                 bar.set_height(height)
@@ -140,6 +142,17 @@ class TransformExplorer(_Explorer):
         finally:
             self._hold = False
         self.update()
+
+
+    def frames(self, angle_step: int = 15, shift_step: int = 4, colours: int = 64) -> FrameExplorer:
+        r"""The static form (no kernel needed): this digit at every ``angle_step`` degrees, for
+        horizontal shifts every ``shift_step`` pixels (no vertical shift)."""
+        angles = range(self.angle.min, self.angle.max + 1, angle_step)
+        shifts = range(-(self.dx.max // shift_step) * shift_step, self.dx.max + 1, shift_step)
+        note = (f"Image {self.index.value}, every {angle_step}° and every {shift_step} pixels "
+                "sideways; other angles, vertical shifts and other images need the live explorer.")
+        return sweep(self, "angle", angles, outer="dx", outer_values=shifts, note=note,
+                     colours=colours, label=lambda v: f"{v:+d}")
 
 
 def transform_explorer(capsnet: CapsNet, cnn: BaselineCNN, dataset: Any,

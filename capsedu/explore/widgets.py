@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from capsedu.explore.figures import grid_extent
+from capsedu.explore.frames import Control, FrameExplorer, compress_png, sweep
 from capsedu.explore.panels import PerturbationFigure, RoutingFigure
 from capsedu.explore.probes import (
     Encoded,
@@ -120,15 +121,35 @@ class PerturbationExplorer(_Explorer):
                           encoded.prediction, self.true_label(), int((offsets != 0).sum()))
         self.redraw()
 
-    def reset(self) -> None:
-        r"""All sliders back to 0 (one redraw, not one per slider)."""
+    def reset(self, values: list[float] | None = None) -> None:
+        r"""All sliders back to 0, or to ``values`` (one redraw, not one per slider)."""
         self._hold = True
         try:
-            for slider in self.sliders:
-                slider.value = 0.0
+            for slider, value in zip(self.sliders, values or [0.0] * len(self.sliders)):
+                slider.value = value
         finally:
             self._hold = False
         self.update()
+
+    def frames(self, offsets: int = 11, colours: int = 64) -> FrameExplorer:
+        r"""The static form (no kernel needed): one dimension at a time, moved by ``offsets`` evenly
+        spaced offsets from -limit to +limit - the paper's Figure 4 - for the chosen image."""
+        limit = self.sliders[0].max
+        values = [-limit + 2 * limit * k / (offsets - 1) for k in range(offsets)]
+        before = [slider.value for slider in self.sliders]
+        rows = []  # D_out rows of `offsets` frames
+        for slider in self.sliders:
+            self.reset()
+            row = []
+            for value in values:
+                slider.value = value
+                row.append(compress_png(self.view.value, colours))
+            rows.append(row)
+        self.reset(before)
+        note = (f"Image {self.index.value} only, one dimension at a time ({len(values)} offsets each); "
+                "typing another image or moving several dimensions needs the live explorer.")
+        return FrameExplorer(rows, Control("offset", tuple(f"{v:+.2f}" for v in values), offsets // 2),
+                             Control("dimension", tuple(str(d) for d in range(len(self.sliders)))), note)
 
 
 def share_axis_top(trace: RoutingTrace) -> float:
@@ -174,6 +195,11 @@ class RoutingExplorer(_Explorer):
         self.trace = routing_trace(self.encoded.u_hat, self.iterations.value, self.encoded.u, self.routes)
         self.panel.update(self.trace, self.encoded.u, self.true_label())
         self.redraw()
+
+    def frames(self, colours: int = 64) -> FrameExplorer:
+        r"""The static form (no kernel needed): one frame per iteration count r, this image."""
+        note = (f"Image {self.index.value} only; typing another image needs the live explorer.")
+        return sweep(self, "iterations", range(1, self.iterations.max + 1), note=note, colours=colours)
 
 
 def perturbation_explorer(model: CapsNet, dataset: Any, index: int = 0) -> PerturbationExplorer:

@@ -437,12 +437,18 @@ for r in (1, 3, 7):
 # fixed for the image, so that moving the slider shows change. Type another test index to route
 # another digit.
 
-# %%
+# %% tags=["remove-output"]
 explorer = routing_explorer(model, test_data, index=0)
 explorer
 
 # %% [markdown]
-# For readers without a kernel, the same digit with r = 1, 2, 3, 5 and 7 side by side:
+# The live explorer above needs a running kernel: each move reruns the routing in Python.
+# `explorer.frames()` computes its picture for every r in advance, for this digit, and ties them to
+# a slider in the browser, so the one below moves on the course website too (typing another
+# index needs the live one). And the same digit with r = 1, 2, 3, 5 and 7 side by side:
+
+# %%
+explorer.frames()
 
 # %%
 routing_strip(model, image, label)

@@ -203,7 +203,7 @@ perturbation_grid(model, test.images[6], strongest=6)
 # capsule in red; the black tick marks its length before you moved anything). **reset** puts
 # every slider back to 0. The figure is redrawn in place, so it follows the sliders smoothly.
 
-# %%
+# %% tags=["remove-output"]
 explorer = perturbation_explorer(model, test, index=0)
 explorer
 
@@ -220,6 +220,15 @@ explorer.reset()
 picture
 
 # %% [markdown]
+# The live explorer needs a running kernel. `explorer.frames()` computes, for this image, the
+# picture of every dimension moved alone to each of 11 offsets (the paper's Figure 4 layout, 176
+# pictures) and lets two sliders choose among them in the browser, so it also moves on the course
+# website: pick a dimension, then slide its offset.
+
+# %%
+explorer.frames()
+
+# %% [markdown]
 # ### The routing explorer
 #
 # Lesson 03's explorer, on the first test digit: move the slider from 1 to 7 routing iterations.
@@ -228,9 +237,15 @@ picture
 # $J c$ toward the predicted class over the digit and the vote share of each class; bottom: the
 # capsule lengths after 1, 2, ..., r iterations and $J c$ for each capsule type on its own grid.
 
-# %%
+# %% tags=["remove-output"]
 router = routing_explorer(model, test, index=0)
 router
+
+# %% [markdown]
+# Its seven pictures computed in advance (`router.frames()`; this slider moves without a kernel):
+
+# %%
+router.frames()
 
 # %% [markdown]
 # Lesson 03 walked through this explorer on the same digit, iteration by iteration. Here we
@@ -328,15 +343,16 @@ for k in (true_class, wrong_class):
 # A second routing explorer, opened on this digit: move its slider and compare with the
 # confidently recognised digit above. (You can also type any test index into either explorer.)
 
-# %%
+# %% tags=["remove-output"]
 wrong_router = routing_explorer(model, test, index=worst)
 wrong_router
 
 # %% [markdown]
-# Its figure after three iterations, for readers without a kernel:
+# Its seven pictures computed in advance, for readers without a kernel (the slider starts at
+# three iterations, as the network routes):
 
 # %%
-wrong_router.snapshot()
+wrong_router.frames()
 
 # %% [markdown]
 # ### Ideas to try

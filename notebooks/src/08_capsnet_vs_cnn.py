@@ -353,12 +353,20 @@ for name, key in (("CapsNet", "capsnet"), ("CNN", "cnn")):
 # blue, CNN probabilities in orange; the shaded column is the true class). Type another index to
 # change the digit; **reset** puts the sliders back to 0.
 
-# %%
+# %% tags=["remove-output"]
 explorer = transform_explorer(capsnet, cnn, test, index=0)
 explorer
 
 # %% [markdown]
-# Without a kernel, here is the explorer after turning the digit by 45° (set from code; the cell
+# The live explorer needs a running kernel. `explorer.frames()` computes its picture in advance
+# for this digit at every 15° and every 4 pixels sideways, and lets two sliders choose among them
+# in the browser, so the one below moves on the course website too:
+
+# %%
+explorer.frames()
+
+# %% [markdown]
+# The explorer can also be driven from code: here it is after turning the digit by 45° (the cell
 # turns it back afterwards, so the live explorer above opens at 0), and a static strip of the same
 # digit at every angle of the table:
 

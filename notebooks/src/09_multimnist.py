@@ -427,15 +427,16 @@ print(f"a cell of {typical} pairs at 75 % has a standard error of "
 #
 # Pick a test pair; the two sliders choose the classes whose capsules are decoded (orange and
 # blue), set to the pair's labels whenever you pick a pair. Slide one to a class that is not there
-# and watch what the decoder invents from a short capsule. In the static book
-# the snapshot below shows pair 0.
+# and watch what the decoder invents from a short capsule. The live explorer needs a running
+# kernel; below it, `explorer.frames()` holds the pictures of pair 0 for every choice of the two
+# classes (100 pictures, computed in advance), which move on the course website too.
 
-# %%
+# %% tags=["remove-output"]
 explorer = pair_explorer(capsnet, live, index=0)
 explorer
 
 # %%
-explorer.snapshot()
+explorer.frames()
 
 # %% [markdown]
 # ### Ideas to try

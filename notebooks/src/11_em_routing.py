@@ -405,24 +405,25 @@ em_figure(steps, digit, iteration=2, parents=shown, names=[f"class {k}" for k in
 # %% [markdown]
 # ### The EM explorer
 #
-# Slide through the iterations, on the toy and on the digit. In the static book the snapshots
-# below show iteration 3 of the toy and iteration 2 of the digit.
+# Slide through the iterations, on the toy and on the digit. Each live explorer needs a running
+# kernel; the `frames()` below it holds its pictures for every iteration, computed in advance, and
+# moves on the course website too.
 
-# %%
+# %% tags=["remove-output"]
 toy_explorer = em_explorer(em_trace(votes, child_activations, zeros, zeros, 6, 0.1), votes,
                            names=["parent 0", "parent 1", "parent 2"], iteration=3)
 toy_explorer
 
 # %%
-toy_explorer.snapshot()
+toy_explorer.frames()
 
-# %%
+# %% tags=["remove-output"]
 digit_explorer = em_explorer(steps, digit, parents=shown, names=[f"class {k}" for k in shown],
                              iteration=2)
 digit_explorer
 
 # %%
-digit_explorer.snapshot()
+digit_explorer.frames()
 
 # %% [markdown]
 # ### What λ does

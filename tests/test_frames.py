@@ -1,0 +1,115 @@
+"""capsedu.explore.frames: the explorers' static forms - frames computed in advance, chosen by
+sliders linked in the browser (the book's Chromium test moves them on the built site)."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import capsedu
+from capsedu.explore.em import em_explorer, em_trace, toy_votes
+from capsedu.explore.frames import CSS_CLASS, Control, FrameExplorer, compress_png, sweep
+from capsedu.explore.render import figure_png
+from capsedu.explore.widgets import perturbation_explorer, routing_explorer
+
+widgets = pytest.importorskip("ipywidgets")
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    generator = torch.Generator().manual_seed(2)
+    images = torch.rand(3, 1, 28, 28, generator=generator)
+    return capsedu.MNISTData(images, torch.tensor([0, 1, 2]), "random test images")
+
+
+def _png(colour: str, size: int = 24) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (size, size), colour).save(buffer, format="png")
+    return buffer.getvalue()
+
+
+
+
+def test_compress_png_keeps_the_picture_in_fewer_bytes(strong_model, dataset):
+    raw = routing_explorer(strong_model, dataset).view.value
+    small = compress_png(raw, colours=64)
+    assert len(small) < len(raw)
+    before, after = (torch.tensor(np.asarray(Image.open(io.BytesIO(png)).convert("RGB")),
+                                  dtype=torch.float32) for png in (raw, small))
+    assert before.shape == after.shape and (before - after).abs().mean() < 3.0  # of 255
+    with pytest.raises(TypeError, match="png must be"):
+        compress_png(b"GIF89a")
+    with pytest.raises(ValueError, match="colours must be in 2..256"):
+        compress_png(raw, colours=1)
+
+
+def test_each_inner_stack_and_the_outer_stack_follow_their_slider_in_the_browser():
+    frames = [[_png(c) for c in ("red", "green", "blue")], [_png(c) for c in ("black", "white", "red")]]
+    explorer = FrameExplorer(frames, Control("k", ("a", "b", "c"), start=1), Control("row", ("0", "1")),
+                             note="two rows")
+    outer_slider, inner_slider = explorer.sliders
+    pairs = sorted((id(link.source[0]), id(link.target[0])) for link in explorer.links)
+    assert pairs == sorted([(id(inner_slider), id(stack)) for stack in explorer.inner_stacks]
+                           + [(id(outer_slider), id(explorer.view))])
+    assert all(type(link).__name__ == "Link" and link.source[1] == "index"
+               and link.target[1] == "selected_index" for link in explorer.links)
+    assert [s.selected_index for s in explorer.inner_stacks] == [1, 1]
+    assert inner_slider.index == 1 and inner_slider.options == ("a", "b", "c")
+    assert explorer.frame_count == 6 and explorer.unique_frames == 5  # the two reds share one Image
+    assert explorer.inner_stacks[0].children[0] is explorer.inner_stacks[1].children[2]
+    assert CSS_CLASS in explorer.widget._dom_classes
+
+
+def test_a_frame_grid_of_the_wrong_shape_is_named():
+    with pytest.raises(ValueError, match=r"frames must be 2 row\(s\) of 3 PNG frames"):
+        FrameExplorer([[_png("red")] * 3], Control("k", ("a", "b", "c")), Control("row", ("0", "1")))
+    with pytest.raises(ValueError, match="start must be in 0..2"):
+        Control("k", ("a", "b", "c"), start=3)
+
+
+def test_routing_frames_are_the_live_pictures_and_leave_the_explorer_as_found(strong_model, dataset):
+    live = routing_explorer(strong_model, dataset, index=1)
+    live.iterations.value = 2
+    frames = live.frames(colours=256)
+    assert live.iterations.value == 2 and live.index.value == 1  # set back where it was
+    assert frames.sliders[0].options == tuple(str(r) for r in range(1, 8))
+    assert frames.sliders[0].index == 1  # opens where the live explorer was
+    pictures = [image.value for image in frames.inner_stacks[0].children]
+    assert len(set(pictures)) == 7  # every r draws a different picture
+    live.iterations.value = 5
+    assert pictures[4] == compress_png(live.view.value, colours=256)
+    with pytest.raises(ValueError, match="has no control 'iteration'"):
+        sweep(live, "iteration", [1, 2])
+
+
+def test_perturbation_frames_move_one_dimension_at_a_time(strong_model, dataset):
+    live = perturbation_explorer(strong_model, dataset)
+    live.sliders[3].value = 0.1
+    frames = live.frames()
+    assert [s.value for s in live.sliders] == [0.0] * 3 + [0.1] + [0.0] * 12  # set back
+    dimension, offset = frames.sliders
+    assert dimension.options == tuple(str(d) for d in range(16))
+    assert offset.options[0] == "-0.25" and offset.options[5] == "+0.00" and offset.options[-1] == "+0.25"
+    assert offset.index == 5 and frames.frame_count == 16 * 11
+    zero = {id(stack.children[5]) for stack in frames.inner_stacks}
+    assert len(zero) == 1  # offset 0 is the same picture for every dimension: one shared Image
+    live.reset()
+    live.sliders[7].value = -0.25
+    assert frames.inner_stacks[7].children[0].value == compress_png(live.view.value, colours=64)
+
+
+def test_em_frames_follow_the_iterations():
+    votes, activations = toy_votes(seed=0)
+    zeros = torch.zeros(3)
+    live = em_explorer(em_trace(votes, activations, zeros, zeros, 4, 0.1), votes, iteration=3)
+    frames = live.frames()
+    assert frames.sliders[0].index == 2 and live.iteration.value == 3
+    assert len({image.value for image in frames.inner_stacks[0].children}) == 4
+
+
+def test_a_frame_is_a_valid_png_of_the_figure(strong_model, dataset):
+    live = routing_explorer(strong_model, dataset)
+    frame = live.frames().inner_stacks[0].children[0].value
+    assert Image.open(io.BytesIO(frame)).size == Image.open(io.BytesIO(figure_png(live.figure))).size
