@@ -40,9 +40,10 @@
 #
 # Lessons 03 (dynamic routing), 05 (decoder and masking) and 06 (training). About 40 minutes.
 # Nothing is trained here: the lesson loads the network shipped with the course
-# (`capsedu.pretrained()`, a few seconds, its checksum verified). The explorers need a live Python
-# kernel (JupyterLab, VS Code, Colab); every explorer is followed by a static picture of the same
-# figure for readers of the book.
+# (`capsedu.pretrained()`, a few seconds, its checksum verified). The live explorers need a Python
+# kernel (JupyterLab, VS Code, Colab); each is followed by its `frames()`: its pictures computed
+# in advance for one image, chosen by sliders that move without a kernel (on the course website
+# too).
 
 # %%
 # %matplotlib inline
