@@ -60,6 +60,7 @@ def test_each_inner_stack_and_the_outer_stack_follow_their_slider_in_the_browser
     assert explorer.frame_count == 6 and explorer.unique_frames == 5  # the two reds share one Image
     assert explorer.inner_stacks[0].children[0] is explorer.inner_stacks[1].children[2]
     assert CSS_CLASS in explorer.widget._dom_classes
+    assert len({id(image.layout) for stack in explorer.inner_stacks for image in stack.children}) == 1
 
 
 def test_a_frame_grid_of_the_wrong_shape_is_named():
@@ -95,9 +96,15 @@ def test_perturbation_frames_move_one_dimension_at_a_time(strong_model, dataset)
     assert offset.index == 5 and frames.frame_count == 16 * 11
     zero = {id(stack.children[5]) for stack in frames.inner_stacks}
     assert len(zero) == 1  # offset 0 is the same picture for every dimension: one shared Image
+    live_size = Image.open(io.BytesIO(live.view.value)).size  # the live view is back at its dpi
+    assert live.figure.dpi == 80 and live_size == Image.open(io.BytesIO(figure_png(live.figure))).size
+    live.figure.set_dpi(64)  # the frames' dpi
+    live.renderer.invalidate()
     live.reset()
     live.sliders[7].value = -0.25
-    assert frames.inner_stacks[7].children[0].value == compress_png(live.view.value, colours=64)
+    assert frames.inner_stacks[7].children[0].value == compress_png(live.view.value, 64, "fastoctree")
+    with pytest.raises(ValueError, match="method must be one of"):
+        compress_png(live.view.value, method="kmeans")
 
 
 def test_em_frames_follow_the_iterations():

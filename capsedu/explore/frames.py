@@ -33,17 +33,25 @@ __all__ = ["CSS_CLASS", "Control", "FrameExplorer", "compress_png", "sweep"]
 CSS_CLASS = "capsedu-frames"
 
 
-def compress_png(png: bytes | memoryview, colours: int = 96) -> bytes:
-    r"""``png`` re-encoded with at most ``colours`` palette colours and full compression."""
+QUANTIZERS = {"mediancut": Image.Quantize.MEDIANCUT, "fastoctree": Image.Quantize.FASTOCTREE}
+
+
+def compress_png(png: bytes | memoryview, colours: int = 96, method: str = "mediancut") -> bytes:
+    r"""``png`` re-encoded with at most ``colours`` palette colours and full compression.
+
+    ``method`` picks the palette: ``"mediancut"`` keeps faint tints apart (the coupling maps'
+    near-white reds and blues), ``"fastoctree"`` gives smaller files where grey levels dominate
+    (reconstructions)."""
     png = bytes(png) if isinstance(png, memoryview | bytearray) else png
     if not isinstance(png, bytes) or not png.startswith(b"\x89PNG"):
         raise TypeError("png must be the bytes of a PNG image")
     if not 2 <= colours <= 256:
         raise ValueError(f"colours must be in 2..256, got {colours}")
+    if method not in QUANTIZERS:
+        raise ValueError(f"method must be one of {sorted(QUANTIZERS)}, got {method!r}")
     image = Image.open(io.BytesIO(png)).convert("RGB")
     buffer = io.BytesIO()
-    image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT).save(buffer, format="png",
-                                                                           optimize=True)
+    image.quantize(colors=colours, method=QUANTIZERS[method]).save(buffer, format="png", optimize=True)
     return buffer.getvalue()
 
 
@@ -78,8 +86,9 @@ class FrameExplorer:
             raise ValueError(f"frames must be {rows} row(s) of {len(inner.labels)} PNG frames (one per "
                              f"position of each control), got {[len(row) for row in frames]}")
         shared: dict[bytes, Any] = {}  # identical frames share one Image model
-        images = [[shared.setdefault(png, widgets.Image(value=png, format="png")) for png in row]
-                  for row in frames]  # O x K
+        layout = widgets.Layout()  # and all frames one Layout model (each is saved with the page)
+        images = [[shared.setdefault(png, widgets.Image(value=png, format="png", layout=layout))
+                   for png in row] for row in frames]  # O x K
         self.frame_count, self.unique_frames = rows * len(inner.labels), len(shared)
         self.page_bytes = sum(len(png) for png in shared)
         self.inner_stacks = [widgets.Stack(row, selected_index=inner.start) for row in images]

@@ -131,21 +131,28 @@ class PerturbationExplorer(_Explorer):
             self._hold = False
         self.update()
 
-    def frames(self, offsets: int = 11, colours: int = 64) -> FrameExplorer:
+    def frames(self, offsets: int = 11, colours: int = 64, dpi: int = 64) -> FrameExplorer:
         r"""The static form (no kernel needed): one dimension at a time, moved by ``offsets`` evenly
-        spaced offsets from -limit to +limit - the paper's Figure 4 - for the chosen image."""
+        spaced offsets from -limit to +limit - the paper's Figure 4 - for the chosen image, drawn
+        at ``dpi`` (smaller than the live view's: 16 x ``offsets`` frames travel with the page)."""
         limit = self.sliders[0].max
         values = [-limit + 2 * limit * k / (offsets - 1) for k in range(offsets)]
-        before = [slider.value for slider in self.sliders]
+        before, live_dpi = [slider.value for slider in self.sliders], self.figure.dpi
+        self.figure.set_dpi(dpi)
+        self.renderer.invalidate()
         rows = []  # D_out rows of `offsets` frames
-        for slider in self.sliders:
-            self.reset()
-            row = []
-            for value in values:
-                slider.value = value
-                row.append(compress_png(self.view.value, colours))
-            rows.append(row)
-        self.reset(before)
+        try:
+            for slider in self.sliders:
+                self.reset()
+                row = []
+                for value in values:
+                    slider.value = value
+                    row.append(compress_png(self.view.value, colours, method="fastoctree"))
+                rows.append(row)
+        finally:
+            self.figure.set_dpi(live_dpi)
+            self.renderer.invalidate()
+            self.reset(before)
         note = (f"Image {self.index.value} only, one dimension at a time ({len(values)} offsets each); "
                 "typing another image or moving several dimensions needs the live explorer.")
         return FrameExplorer(rows, Control("offset", tuple(f"{v:+.2f}" for v in values), offsets // 2),

@@ -344,9 +344,9 @@ print(f"all {trained_lengths.numel():,} primary capsules of these digits: shorte
       f"{(trained_lengths > 0.9).float().mean():.0%} longer than 0.9")
 
 # %% [markdown]
-# **They do not — not in their lengths.** Almost every primary capsule of the trained network is
-# close to length 1 (of the 1,152 above: shortest 0.80, median 0.99, and the share longer than 0.9
-# rounds to 100 %), at every position of the grid alike — and since each primary capsule sees a
+# **They do not — not in their lengths.** Every primary capsule of the trained network is
+# close to length 1 (of the 1,152 above: shortest 0.97, median 1.00, so all of them longer than
+# 0.9), at every position of the grid alike — and since each primary capsule sees a
 # 17 × 17 window of the 28 × 28 digit, none of them looks at empty background alone; the maps
 # differ only in faint patches. So in this network a primary capsule's length says little about whether "its"
 # part is present: what it detects is carried by its *direction*, the 8 numbers that lesson 03

@@ -308,7 +308,7 @@ print("r = 1: detach_inner makes no difference to the gradient")
 # When the course's networks still learned from 4,000 digits, `benchmarks/detach_inner.py` trained
 # the shipped network's recipe of that time both ways, three seeds each (same data and the same
 # initial weights for a seed), and recorded the results. The study has not been rerun with the
-# 55,000 training digits and shorter recipe of today's shipped network; what follows is the
+# 55,000 training digits and the recipe of today's shipped network; what follows is the
 # recorded 4,000-digit study:
 
 # %% tags=["nbval-check-output"]
@@ -413,9 +413,9 @@ for r in (1, 3, 7):
 
 # %% [markdown]
 # After one iteration every coupling is still uniform, so every class gets exactly 10.0 % of the
-# votes: routing has done nothing yet, and capsule 7 is already 0.606 long from the votes alone.
-# The paper's three iterations move only about one point of the vote toward class 7 (11.1 %), yet
-# its capsule grows to 0.952; seven iterations give it 17.1 % and a length of 0.996. **The length
+# votes: routing has done nothing yet, and capsule 7 is already 0.519 long from the votes alone.
+# The paper's three iterations move less than one point of the vote toward class 7 (10.8 %), yet
+# its capsule grows to 0.952; seven iterations give it 15.4 % and a length of 0.996. **The length
 # grows much faster than the share** because routing also reweights the votes *within* class 7:
 # votes that agree with $\mathbf v_7$ gain coupling, votes that point elsewhere lose it, so fewer
 # of them cancel in $\mathbf s_7$. On this trained network most of the decision is already in the
@@ -455,14 +455,15 @@ routing_strip(model, image, label)
 
 # %% [markdown]
 # At r = 1 every coupling is a fair share (white). By r = 3, the network's own number, the map
-# toward 7 looks pale on this colour scale, which runs up to the r = 7 maximum, though its
-# strongest positions already get clearly more than a fair share; meanwhile capsule 7 has grown
-# from 0.61 to 0.95 long. Only with more iterations do the couplings concentrate (at r = 7 the
-# darkest cells reach the top of the colour scale) on a few grid positions along the bottom row
-# and the left edge of the grid; not all of them lie on the stroke, because each primary capsule
-# sees a 17 × 17-pixel window of the digit, not one grid cell. The share of class 7 keeps rising
-# without a plateau, the other classes stay short (their grey lengths barely rise), and none of it
-# changes the prediction.
+# toward 7 still looks pale on this colour scale, which is the same for every r, though its
+# strongest position, on the bottom row, already gets clearly more than a fair share; meanwhile
+# capsule 7 has grown from 0.519 to 0.952 long. Only with more iterations do the couplings
+# concentrate (at r = 7 the darkest cell goes past the top of the colour scale) on a few grid
+# positions, most of them along the bottom row, others at the left edge and the top of the grid;
+# not all of them lie on the stroke, because each primary capsule sees a 17 × 17-pixel window of
+# the digit, not one grid cell. The share of class 7 keeps rising without a plateau, the other
+# classes stay short (their grey lengths rise a little after r = 3, far below class 7's), and none
+# of it changes the prediction.
 
 # %% [markdown]
 # ## Explore
@@ -570,9 +571,10 @@ print("largest coupling per iteration:", " ".join(f"{x:.2f}" for x in largest))
 
 # %% [markdown]
 # Routing does not settle within the paper's three iterations on this digit. The largest change
-# of any coupling grows until iteration 4 (0.29) and is still 0.13 at iteration 7, while the
-# largest coupling climbs from the uniform 0.10 to 0.99: with more iterations some capsules give
-# almost their whole vote to one class. That is how Procedure 1 behaves: agreement is *added* to
+# of any coupling grows until iteration 4 (0.37) and is still 0.14 at iteration 7, while the
+# largest coupling climbs from the uniform 0.10 to 0.99 at iteration 5 and prints as 1.00 after
+# that: with more iterations some capsules give almost their whole vote to one class, and other
+# couplings keep moving. That is how Procedure 1 behaves: agreement is *added* to
 # $b$ at every iteration, so the softmax keeps sharpening instead of reaching a fixed point — the
 # number of iterations works like an inverse temperature. The paper's Appendix A reports the
 # opposite on average over MNIST: the change in the routing logits shrinks and routing has
@@ -601,8 +603,8 @@ print("largest coupling per iteration:", " ".join(f"{x:.2f}" for x in largest))
 #   but each time by less than one test run's standard error — a tie — at nearly twice the
 #   training time.
 # - On the shipped network, three iterations move class 7's share of the votes from 10.0 % to
-#   11.1 % and its capsule's length from 0.606 to 0.952; the couplings keep sharpening past three
-#   iterations instead of converging (the largest reaches 0.99 at seven).
+#   10.8 % and its capsule's length from 0.519 to 0.952; the couplings keep sharpening past three
+#   iterations instead of converging (the largest prints as 1.00 from six on).
 #
 # ## What's next
 #

@@ -163,15 +163,17 @@ print("hand-made perturbation and routing agree with capsedu ✅")
 perturbation_grid(model, image, strongest=6)
 
 # %% [markdown]
-# Each of these dimensions changes the 7 smoothly, and each in its own way: dimension 14 takes
-# a wide, slanted 7 with a long bar (−0.25) to a narrow, upright one with a short bar (+0.25),
-# dimension 7 tips an upright 7 with a straight bar into a slanted one, dimension 4 grows the bar
-# from a stub (the −0.25 end is almost a 1) into a long, bold one, and dimension 11 curls the
-# left end of the bar down into a heavy hook. The changes are not as clean as the paper's
-# Figure 4 — several dimensions change width, slant and thickness together, and dimensions 14, 8
-# and 1 all make the 7 narrower — and every picture is still a 7. (This network has 8 types of
-# primary capsule where the paper's has 32, and it was trained for only the epochs printed at
-# the top; XifengGuo's CapsNet-Keras, a faithful reimplementation, trains for 50.)
+# Each of these dimensions changes the 7 smoothly, and each in its own way: dimension 1 takes a
+# faint, thin 7 (−0.25) to a bold, heavy one (+0.25), dimension 12 curls the left end of the bar
+# down into a heavy hook at −0.25 and leaves a narrow, thin, slanted 7 at +0.25, dimension 8
+# lengthens and flattens the bar while the stem leans further, dimension 14 takes a wide, bold 7
+# with a long bar to a narrow, thin one with a short bar, and dimension 4 grows the bar from a
+# stub (the −0.25 end is almost a 1) into a long, bold one. The changes are not as clean as the
+# paper's Figure 4 — several dimensions change width, slant and thickness together, dimensions 12
+# and 14 both make the 7 narrower and dimensions 1, 4 and 10 all make it bolder — and every
+# picture is still a 7. (This network has 8 types of primary capsule where the paper's has 32,
+# and it was trained for only the epochs printed at the top; XifengGuo's CapsNet-Keras, a
+# faithful reimplementation, trains for 50.)
 #
 # All sixteen rows, smaller, with each row's effect — the others change the digit less, a few
 # of them hardly at all:
@@ -186,15 +188,16 @@ perturbation_grid(model, image)
 perturbation_grid(model, test.images[6], strongest=6)
 
 # %% [markdown]
-# For the 4 the strongest dimensions are others (13, 11 and 9, against 14, 7 and 4 for the 7),
-# and no weaker than the 7's (compare the effects beside the rows): dimension 13 turns a narrow,
-# upright 4 whose top is almost closed, like a 9, into a wide one with a bold, curved left
-# stroke; dimension 9 tips a square, upright 4 into a slanted one; dimension 15 makes a wide,
-# slanted 4 narrow and upright. Dimensions 11 and 8 are among the six strongest for both digits,
-# but they do different things: dimension 8 widens the 4 as it grows and narrows the 7. A
-# dimension does not mean the same for every class — each digit capsule has its own
-# transformation matrices $\mathbf W_{ij}$, and nothing in training ties dimension 8 of capsule 7
-# to dimension 8 of capsule 4.
+# For the 4 the strongest dimensions are others (13, 14 and 3, against 1, 12 and 8 for the 7),
+# and stronger than the 7's (compare the effects beside the rows): dimension 13 turns a bold 4
+# whose top is closed, like a 9, into a thin, open one with a long, flat crossbar; dimension 14
+# takes a faint, thin 4 to a bold, heavy one; dimension 3 makes a bold, wide 4 thin and narrow;
+# dimension 15 turns a slanted 4 with a curved left stroke into an upright one whose crossbar
+# crosses the stem. Dimension 14 is among the six strongest for both digits, but it does opposite
+# things: as it grows it makes the 4 bolder and the 7 narrower and thinner. A dimension does not
+# mean the same for every class — each digit capsule has its own transformation matrices
+# $\mathbf W_{ij}$, and nothing in training ties dimension 14 of capsule 7 to dimension 14 of
+# capsule 4.
 
 # %% [markdown]
 # ### The perturbation explorer
@@ -289,12 +292,13 @@ wrong = torch.nonzero(~right[3]).flatten()  # test indices of the mistakes
 
 # %% [markdown]
 # **Routing matters little to this network's accuracy.** Without it (r = 1) the network scores
-# 99.46 %, with the paper's three iterations 99.46 % too, a tie: routing changes 18 of 10,000
-# predictions, fixes 8, breaks 8 (the rest go from one wrong class to another). Nor does it
-# concentrate the votes much: 0.108 of the length-weighted votes reach the predicted class when it
-# is right, 0.102 when it is wrong, against 0.100 with no routing at all. In this network the
+# 99.59 %, with the paper's three iterations 99.55 %: no routing is ahead by 0.04 points, less
+# than one standard error of the gap, a tie. Routing changes 13 of 10,000 predictions, fixes 4,
+# breaks 8 (the remaining one goes from one wrong class to another). Nor does it concentrate the
+# votes much: 0.107 of the length-weighted votes reach the predicted class when it is right,
+# 0.102 when it is wrong, against 0.100 with no routing at all. In this network the
 # decision is made by the votes $\hat{\mathbf u} = \mathbf W\mathbf u$; routing mostly
-# lengthens the capsule the votes already favour (for test digit 0, from 0.606 at r = 1 to 0.952
+# lengthens the capsule the votes already favour (for test digit 0, from 0.519 at r = 1 to 0.952
 # at r = 3, printed under "Build it"). Paik, Kwak and Kim (2019, *Capsule Networks Need an Improved
 # Routing Algorithm*) report the same kind of finding for dynamic routing.
 #
@@ -333,13 +337,14 @@ for k in (true_class, wrong_class):
     print(f"lengths r = 1..{trained_r}, class {k}:", " ".join(f"{x:.2f}" for x in trace.lengths[:, k]))
 
 # %% [markdown]
-# Test image 2597 is a 5 drawn as an angular zigzag: its top bar barely joins the rest, and below
-# it a diagonal down to the right and a flat bar back to the left read like the lower half of a
-# 3. The decoder redraws it convincingly as a 3; from the 5 capsule it draws only a faint blur.
-# The votes decide before any routing (r = 1: 0.43 for the 3, 0.09 for the 5), and routing does
-# not correct them — it lengthens the 3 to 0.91 by r = 3, while the 5 barely moves (0.10, then
-# 0.11). Routing raises a coupling where a vote agrees with the capsule it goes to; the 5 capsule
-# is short from the start, so no vote agrees much with it, and routing has little to give it.
+# Test image 2035 is a 5 that reads like a flat-topped 3: from its top bar a short diagonal runs
+# down to the left and ends in a point jutting out to the left, like the middle of a 3, above a
+# round bowl. The decoder redraws it convincingly as a 3; from the 5 capsule it draws only a
+# faint oval blur. The votes decide before any routing (r = 1: 0.35 for the 3, 0.14 for the 5),
+# and routing does not correct them — it lengthens the 3 to 0.93 by r = 3, while the 5 grows only
+# a little (0.16, then 0.19). Routing raises a coupling where a vote agrees with the capsule it
+# goes to; the 5 capsule is short from the start, so no vote agrees much with it, and routing has
+# little to give it.
 #
 # A second routing explorer, opened on this digit: move its slider and compare with the
 # confidently recognised digit above. (You can also type any test index into either explorer.)
@@ -487,10 +492,11 @@ plt.show()
 
 # %% [markdown]
 # After three iterations the couplings toward 7 differ strongly from type to type and place to
-# place: the bottom row of type 0 and single places in types 2, 4 and 7 give it far more than a
-# fair share (up to 3.83 times, the largest printed above), the upper rows of types 0, 1 and 3
-# less than a fair share, while the median stays at 0.99. Toward 9, the class ranked second,
-# every map stays close to a fair share (1.07 at most): what class 7 gains is taken a little from
+# place: the bottom rows of types 0 and 3 and single places in types 2, 4, 5 and 6 give it far
+# more than a fair share (up to 5.20 times, the largest printed above; two capsules go past the
+# top of the colour scale), much of types 0, 1 and 5 less than a fair share, while the median
+# stays at 0.98. Toward 8, the class ranked second, every map stays close to a fair share (1.05
+# at most), a little below it where class 7 gains most: what class 7 gains is taken a little from
 # each of the nine others. Averaged over the types (lesson 03's explorer) these contrasts largely
 # cancel, which is why the averaged map looked pale at r = 3.
 
@@ -501,15 +507,15 @@ plt.show()
 #   it is drawn, not only which digit it is.
 # - Moving one dimension by ±0.25 (Figure 4 of the paper) changes the drawing smoothly — the
 #   length of a 7's bar, its width and slant, the thickness of the stroke — but less cleanly than
-#   in the paper, and the strongest dimensions differ from class to class (14, 7, 4 for the 7;
-#   13, 11, 9 for the 4); a dimension can even do opposite things (8 narrows the 7, widens the 4).
+#   in the paper, and the strongest dimensions differ from class to class (1, 12, 8 for the 7;
+#   13, 14, 3 for the 4); a dimension can even do opposite things (14 thins the 7, thickens the 4).
 # - `capsedu.explore.widgets.perturbation_explorer` and `routing_explorer` make both experiments live;
 #   `perturbation_grid` is the static version. Computations that do not depend on a slider
 #   (capsules, $\hat{\mathbf u}$) are done once per image.
-# - Routing matters little in this network: three iterations instead of none change 18 of 10,000
-#   predictions (99.46 % both ways, a tie) and send 0.108 of the votes to a correctly predicted
-#   class against 0.100 without routing. It mostly lengthens the capsule the votes favour — on the
-#   misclassified digit, the wrong class, while the true one stays short.
+# - Routing matters little in this network: three iterations instead of none change 13 of 10,000
+#   predictions (99.55 % against 99.59 % without routing, a tie) and send 0.107 of the votes to a
+#   correctly predicted class against 0.100 without routing. It mostly lengthens the capsule the
+#   votes favour — on the misclassified digit, the wrong class, while the true one stays short.
 
 # %% [markdown]
 # ## What's next
