@@ -71,9 +71,10 @@ def live_note(docname: str, stem: str, widgets: str) -> nodes.admonition:
     if widgets == "frames":
         note += _paragraph(
             "The explorers on this page move without a kernel: each holds pictures computed when "
-            "the lesson ran, for the image and the slider positions it names under its sliders. "
-            "The live explorers - any image, any position, several sliders at once - run in "
-            "JupyterLab only, where each move recomputes the picture."
+            "the lesson ran, and where they cover only part of what the live explorer offers, the "
+            "line under its sliders says which image and positions. The live explorers - any "
+            "image, any position, several sliders at once - run in JupyterLab only, where each "
+            "move recomputes the picture."
         )
     elif widgets:
         note += _paragraph(
