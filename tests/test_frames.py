@@ -103,6 +103,8 @@ def test_perturbation_frames_move_one_dimension_at_a_time(strong_model, dataset)
     live.reset()
     live.sliders[7].value = -0.25
     assert frames.inner_stacks[7].children[0].value == compress_png(live.view.value, 64, "fastoctree")
+    with pytest.raises(ValueError, match="offsets must be >= 2"):
+        live.frames(offsets=1)
     with pytest.raises(ValueError, match="method must be one of"):
         compress_png(live.view.value, method="kmeans")
 

@@ -200,7 +200,6 @@ class PairExplorer(PngView):
                           (recon[0, 0], recon[1, 0]))
         self.redraw()
 
-
     def frames(self, colours: int = 64) -> FrameExplorer:
         r"""The static form (no kernel needed): this pair, every class for each colour."""
         note = f"Pair {self.index.value} only; choosing another pair needs the live explorer."

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from capsedu._validate import require_int
 from capsedu.explore.figures import grid_extent
 from capsedu.explore.frames import Control, FrameExplorer, compress_png, sweep
 from capsedu.explore.panels import PerturbationFigure, RoutingFigure
@@ -135,6 +136,8 @@ class PerturbationExplorer(_Explorer):
         r"""The static form (no kernel needed): one dimension at a time, moved by ``offsets`` evenly
         spaced offsets from -limit to +limit - the paper's Figure 4 - for the chosen image, drawn
         at ``dpi`` (smaller than the live view's: 16 x ``offsets`` frames travel with the page)."""
+        require_int("offsets", offsets, minimum=2)
+        require_int("dpi", dpi, minimum=10)
         limit = self.sliders[0].max
         values = [-limit + 2 * limit * k / (offsets - 1) for k in range(offsets)]
         before, live_dpi = [slider.value for slider in self.sliders], self.figure.dpi
