@@ -69,7 +69,7 @@ notebooks: install
 	CAPSEDU_FAST=1 $(PY) -m pytest notebooks --nbval-lax --nbval-current-env
 
 lint: install
-	$(VENV)/bin/ruff check capsedu coursetools tests benchmarks book/_ext notebooks
+	$(VENV)/bin/ruff check capsedu coursetools tests benchmarks book/_ext notebooks classroom
 
 # After editing a lesson's source notebooks/src/NN_name.py: update its .ipynb pair (keeps outputs;
 # `make execute` re-runs what changed).

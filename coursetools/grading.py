@@ -39,6 +39,8 @@ os.environ["CAPSEDU_FAST"] = "1"
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "capsedu"
+# the exchange folder shared with the learners' servers on the hub (classroom/jupyterhub_config.py)
+c.Exchange.root = os.environ.get("CAPSEDU_EXCHANGE", "/srv/nbgrader/exchange")
 c.ExecutePreprocessor.timeout = 600
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
 '''

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKED = ["capsedu", "coursetools", "tests", "benchmarks", "book/_ext", "notebooks"]
+CHECKED = ["capsedu", "coursetools", "tests", "benchmarks", "book/_ext", "notebooks", "classroom"]
 
 
 def test_ruff_finds_nothing():

@@ -1,0 +1,352 @@
+"""A class on a real JupyterHub: log in, pull the lessons, fetch, submit, get graded and feedback.
+
+The test starts JupyterHub (``classroom/jupyterhub_config.py``, with configurable-http-proxy from
+npm) on 127.0.0.1 with one instructor and two learners, a git daemon on loopback serving the
+learner repository (``python -m coursetools.hub publish``), and nbgrader's exchange in a shared
+folder. It then plays a class, the learners' side in headless Chromium (Playwright):
+
+1. the instructor publishes the learner repository, lesson 01 withheld, and releases lesson 01 as
+   an nbgrader assignment (``nbgrader generate_assignment`` / ``release_assignment``);
+2. each learner logs in on the hub's login page, opens the nbgitpuller link (lessons with stubs
+   and the worked lessons arrive in ``~/capsedu``; lesson 01 does not), edits lesson 00;
+3. each learner fetches 01_squash in JupyterLab's *Assignments* list, types solutions into its
+   exercise cells (ada both, grace the first), runs every cell, saves and submits;
+4. the instructor collects, autogrades, generates and releases feedback: 2/2 and 1/2;
+5. each learner fetches the feedback (an HTML report with the score arrives in their home);
+6. the instructor publishes again with lesson 01 (the assignment is closed); ada opens the link
+   again: lesson 01 arrives and her edit of lesson 00 is still there (nbgitpuller's merge).
+
+Screenshots of every step go to ``build/screenshots/hub/``. Skipped, with the reason, where
+Chromium, npm (for configurable-http-proxy) or git is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import REPO
+from test_jupyterlab import ALL_RUN, CHROMIUM, free_port
+
+from coursetools.grading import write_course
+from coursetools.hub import TARGET, publish, pull_link
+from coursetools.workspace import settle_lab_settings
+
+pytestmark = pytest.mark.browser
+
+pytest.importorskip("jupyterhub")
+pytest.importorskip("nbgrader")
+CLASSROOM = REPO / "classroom"
+SCREENSHOTS = REPO / "build" / "screenshots" / "hub"
+LESSON = "01_squash"
+PASSWORD = "capsedu-class"
+LEARNERS = {"ada": 2, "grace": 1}  # how many of lesson 01's two exercises each one solves
+CHP_CACHE = Path(os.environ.get("CAPSEDU_HUB_CACHE", Path.home() / ".cache" / "capsedu" / "hub"))
+ENV_BIN = Path(sys.executable).parent
+TEST_CONFIG = """
+load_subconfig({classroom!r})
+# what the test changes: ports and folders of its own, one system user with a fixed password
+c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
+c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.JupyterHub.authenticator_class = "dummy"
+c.DummyAuthenticator.password = {password!r}
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = {homes!r} + "/{{username}}"
+c.Spawner.args = ["--allow-root", "--LabApp.news_url=", "--LabApp.expose_app_in_browser=True"]  # the test reads the notebook model
+"""
+
+
+def proxy_command() -> str:
+    r"""configurable-http-proxy: on PATH, else installed once from npm into the cache folder."""
+    found = shutil.which("configurable-http-proxy")
+    local = CHP_CACHE / "node_modules" / ".bin" / "configurable-http-proxy"
+    if found or local.exists():
+        return found or str(local)
+    if shutil.which("npm") is None:
+        pytest.skip("npm is missing: it installs configurable-http-proxy (Debian: apt-get install -y npm)")
+    CHP_CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["npm", "install", "--prefix", str(CHP_CACHE), "--no-audit", "--no-fund",
+                    "configurable-http-proxy@4"], check=True, capture_output=True, timeout=300)
+    return str(local)
+
+
+def wait_for(url: str, process: subprocess.Popen, log: Path, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"{what} did not start:\n{log.read_text()[-4000:]}") from None
+            time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def running(command: list[str], log: Path, **kwargs) -> Iterator[subprocess.Popen]:
+    process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, **kwargs)  # noqa: SIM115
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def nbgrader(course: Path, exchange: Path, *args: str) -> str:
+    r"""One of the instructor's nbgrader commands, run in the course folder."""
+    env = dict(os.environ, CAPSEDU_EXCHANGE=str(exchange),
+               PATH=os.pathsep.join([str(ENV_BIN), os.environ.get("PATH", "")]))
+    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory) -> Iterator[dict]:
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (Debian: `apt-get install -y chromium`)")
+    if shutil.which("git") is None:
+        pytest.skip("git is missing (nbgitpuller needs it)")
+    root = tmp_path_factory.mktemp("hub")
+    folders = {name: root / name for name in ("state", "homes", "exchange", "repos", "course")}
+    for folder in folders.values():
+        folder.mkdir()
+    folders["exchange"].chmod(0o1777)  # every learner writes into it, as nbgrader's docs ask
+    publish(folders["repos"] / "capsedu-learner", withhold=[LESSON])
+    settle_lab_settings()  # no news prompt in the learners' JupyterLab
+    port, hub_port, api_port, git_port = (free_port() for _ in range(4))
+    config = root / "jupyterhub_config.py"
+    config.write_text(TEST_CONFIG.format(
+        classroom=str(CLASSROOM / "jupyterhub_config.py"), port=port, hub_port=hub_port,
+        api_port=api_port, chp=proxy_command(), password=PASSWORD, homes=str(folders["homes"])))
+    env = dict(os.environ, CAPSEDU_HUB_STATE=str(folders["state"]), CAPSEDU_EXCHANGE=str(folders["exchange"]),
+               CAPSEDU_INSTRUCTORS="instructor", CAPSEDU_LEARNERS=" ".join(LEARNERS))
+    daemon = ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={git_port}",
+              f"--base-path={folders['repos']}", "--export-all", str(folders["repos"])]
+    with running(daemon, root / "git-daemon.log"), \
+            running([str(ENV_BIN / "jupyterhub"), "-f", str(config)], root / "hub.log", cwd=root, env=env) as process:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(f"{url}/hub/health", process, root / "hub.log", "JupyterHub")
+        yield dict(folders, url=url, repo=f"git://127.0.0.1:{git_port}/capsedu-learner", log=root / "hub.log")
+
+
+@pytest.fixture(scope="module")
+def browser(hub):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield chromium
+        chromium.close()
+
+
+def shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+def log_in(browser, hub: dict, user: str):
+    r"""A learner's browser: the hub's login page, then JupyterLab once the server has started."""
+    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    page.set_default_timeout(120_000)
+    page.goto(f"{hub['url']}/hub/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", PASSWORD)
+    shot(page, f"1-{user}-login")
+    page.click("input[type=submit], button[type=submit]")
+    page.wait_for_selector(".jp-LabShell", timeout=180_000)
+    return page
+
+
+def pull(page, hub: dict, user: str, step: str) -> None:
+    r"""Open the course's nbgitpuller link and wait for lesson 00 to open."""
+    page.goto(pull_link(hub["url"], hub["repo"]))
+    page.wait_for_selector(CURRENT, timeout=180_000)
+    open_notebook(page)
+    shot(page, f"{step}-{user}-pulled")
+
+
+def learner_home(hub: dict, user: str) -> Path:
+    return hub["homes"] / user
+
+
+def test_publish_withholds_graded_lessons_and_names_bad_ones(tmp_path):
+    repo = tmp_path / "learner"
+    first = publish(repo, withhold=[LESSON])
+    files = {p.relative_to(repo).as_posix() for p in repo.rglob("*.ipynb") if ".git" not in p.parts}
+    assert f"{LESSON}.ipynb" not in files and f"worked/{LESSON}.ipynb" not in files
+    assert "00_start_here.ipynb" in files and "worked/00_start_here.ipynb" in files
+    stub = nbformat.read(repo / "04_margin_loss.ipynb", as_version=4)
+    text = "\n".join(cell.source for cell in stub.cells)
+    assert "### BEGIN SOLUTION" not in text and "YOUR CODE HERE" in text
+    assert all(not cell.get("outputs") for cell in stub.cells if cell.cell_type == "code")
+    assert publish(repo, withhold=[LESSON]) == first  # nothing changed: no new commit
+    assert publish(repo) != first and (repo / f"{LESSON}.ipynb").exists()
+    with pytest.raises(ValueError, match="withhold"):
+        publish(repo, withhold=["01_squish"])
+    with pytest.raises(ValueError, match="hub="):
+        pull_link("hub.example.org", "https://example.org/learner")
+    link = urllib.parse.urlsplit(pull_link("https://hub.example.org/", "https://example.org/learner"))
+    assert link.path == "/hub/user-redirect/git-pull"
+    assert urllib.parse.parse_qs(link.query) == {
+        "repo": ["https://example.org/learner"], "branch": ["main"], "targetpath": [TARGET],
+        "urlpath": [f"lab/tree/{TARGET}/00_start_here.ipynb"]}
+
+
+def menu(page, top: str, item: str) -> None:
+    r"""Click JupyterLab's main menu ``top``, then its entry ``item``."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=top).first.click()
+    page.locator(".lm-Menu-itemLabel", has_text=item).first.click()
+
+
+def assignment_list(page):
+    r"""JupyterLab's Assignments list (nbgrader's menu), refreshed."""
+    menu(page, "Nbgrader", "Assignment List")
+    panel = page.locator("#nbgrader-assignment-list")
+    panel.wait_for()
+    return panel
+
+
+EXERCISES = """() => window.jupyterapp.shell.currentWidget.content.widgets
+  .map((cell, i) => [i, cell.model.type, cell.model.sharedModel.source])
+  .filter(([i, type, source]) => type === 'code' && source.includes('YOUR CODE HERE')).map(([i]) => i)"""
+EDIT = """async (i) => { const notebook = window.jupyterapp.shell.currentWidget.content;
+  notebook.activeCellIndex = i; await notebook.scrollToItem(i, 'center'); notebook.mode = 'edit';
+  notebook.activeCell.editor.focus(); }"""
+FOCUSED = """() => { const cell = window.jupyterapp.shell.currentWidget.content.activeCell;
+  return cell.model.type === 'code' && cell.node.contains(document.activeElement); }"""
+OUTPUTS = """() => window.jupyterapp.shell.currentWidget.content.widgets
+  .filter(cell => cell.model.type === 'code')
+  .flatMap(cell => cell.model.outputs.toJSON())
+  .map(o => o.text || (o.data && o.data['text/plain']) || o.evalue || '').join('\\n')"""
+CURRENT = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+
+
+def open_notebook(page) -> None:
+    r"""Wait until the notebook in front has rendered its cells and its kernel is ready."""
+    page.wait_for_selector(f"{CURRENT} .jp-Notebook .jp-Cell .jp-InputArea")
+    page.wait_for_function("""() => { const panel = window.jupyterapp.shell.currentWidget;
+        return panel && panel.sessionContext && panel.sessionContext.isReady; }""")
+
+
+def solve(page, solutions: list[str], count: int) -> None:
+    r"""Type the first ``count`` solutions into the exercise cells of the open notebook."""
+    exercises = page.evaluate(EXERCISES)
+    assert len(exercises) == len(solutions), f"exercise cells {exercises}, expected {len(solutions)}"
+    for index, solution in zip(exercises[:count], solutions):
+        page.evaluate(EDIT, index)
+        page.wait_for_function(FOCUSED, timeout=10_000)
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(solution)
+    left = page.evaluate(EXERCISES)
+    assert len(left) == len(solutions) - count, f"after typing, exercise cells still stubbed: {left}"
+
+
+def run_all_and_save(page) -> str:
+    r"""Run every cell (JupyterLab's Run menu), save (Ctrl+S); the outputs' text."""
+    menu(page, "Run", "Run All Cells")
+    page.wait_for_function(ALL_RUN, timeout=300_000)
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
+    return page.evaluate(OUTPUTS)
+
+
+def add_a_note(page, tab: str, note: str) -> None:
+    r"""In the notebook ``tab``, insert a cell above the first (keyboard ``A``), type ``note``, save."""
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=tab).click()
+    open_notebook(page)
+    page.evaluate("""() => { const notebook = window.jupyterapp.shell.currentWidget.content;
+        notebook.activeCellIndex = 0; notebook.mode = 'command'; notebook.node.focus(); }""")
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    page.keyboard.insert_text(note)
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
+    shot(page, "6-ada-edited")
+
+
+def fetch_solve_submit(page, user: str, solutions: list[str], count: int) -> str:
+    r"""Fetch the assignment, solve ``count`` exercises, run, save and submit; the checks' output."""
+    panel = assignment_list(page)
+    panel.locator("#released_assignments_list button", has_text="Fetch").click()
+    fetched = panel.locator("#fetched_assignments_list")
+    fetched.locator("button", has_text="Submit").wait_for()
+    shot(page, f"3-{user}-fetched")
+    page.goto(page.url.split("/lab")[0] + f"/lab/tree/{LESSON}/{LESSON}.ipynb")
+    open_notebook(page)
+    solve(page, solutions, count)
+    output = run_all_and_save(page)
+    shot(page, f"3-{user}-solved")
+    panel = assignment_list(page)
+    panel.locator("#fetched_assignments_list button", has_text="Submit").click()
+    panel.locator("#submitted_assignments_list", has_text=LESSON).wait_for()
+    shot(page, f"3-{user}-submitted")
+    return output
+
+
+def test_a_class_pulls_fetches_submits_and_gets_graded(hub, browser):
+    course = hub["course"]
+    write_course([REPO / "notebooks" / f"{LESSON}.ipynb"], course)
+    nbgrader(course, hub["exchange"], "generate_assignment", LESSON, "--force")
+    nbgrader(course, hub["exchange"], "release_assignment", LESSON, "--force")
+    source = nbformat.read(course / "source" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    solutions = [cell.source for cell in source.cells if cell.metadata.get("nbgrader", {}).get("solution")]
+    assert len(solutions) == 2, "lesson 01 should hold two graded exercises"
+
+    pages = {}
+    for user, count in LEARNERS.items():
+        pages[user] = page = log_in(browser, hub, user)
+        pull(page, hub, user, "2")
+        home = learner_home(hub, user) / TARGET
+        assert (home / "00_start_here.ipynb").exists() and (home / "worked" / "02_primary_capsules.ipynb").exists()
+        assert not (home / f"{LESSON}.ipynb").exists(), "a graded lesson must come through nbgrader, not the pull"
+        output = fetch_solve_submit(page, user, solutions, count)
+        assert output.count("✅") >= count, f"{user}'s checks did not pass:\n{output[-2000:]}"
+
+    nbgrader(course, hub["exchange"], "collect", LESSON)
+    nbgrader(course, hub["exchange"], "autograde", LESSON, "--create")
+    nbgrader(course, hub["exchange"], "generate_feedback", LESSON)
+    nbgrader(course, hub["exchange"], "release_feedback", LESSON)
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        scores = {user: (gradebook.find_submission(LESSON, user).score,
+                         gradebook.find_submission(LESSON, user).max_score) for user in LEARNERS}
+    assert scores == {"ada": (2.0, 2.0), "grace": (1.0, 2.0)}, scores
+
+    for user, count in LEARNERS.items():
+        page = pages[user]
+        panel = assignment_list(page)
+        panel.locator("#submitted_assignments_list button", has_text="Fetch Feedback").click()
+        panel.locator("#submitted_assignments_list a", has_text="view feedback").wait_for()
+        shot(page, f"5-{user}-feedback")
+        reports = list((learner_home(hub, user) / LESSON / "feedback").glob(f"*/{LESSON}.html"))
+        assert len(reports) == 1, f"{user}'s feedback: {reports}"
+        assert f"Score: {count:.1f} / 2.0" in reports[0].read_text(), f"{user}'s feedback lacks the score"
+
+    page, home = pages["ada"], learner_home(hub, "ada") / TARGET
+    add_a_note(page, "00_start_here.ipynb", "# ada's own notes")
+    assert "ada's own notes" in (home / "00_start_here.ipynb").read_text(), "the learner's edit was not saved"
+    publish(hub["repos"] / "capsedu-learner")  # the assignment is closed: lesson 01 published
+    pull(page, hub, "ada", "6")
+    assert (home / f"{LESSON}.ipynb").exists(), "the second pull did not bring the newly published lesson"
+    assert "ada's own notes" in (home / "00_start_here.ipynb").read_text(), "the second pull lost the learner's edit"
