@@ -14,8 +14,10 @@ Settings a class changes through the environment of the ``jupyterhub`` command:
 ``CAPSEDU_DATA`` (a folder with the MNIST files every learner can read). Learners log in with
 their system accounts (PAM, JupyterHub's default) and each server runs as that user
 (LocalProcessSpawner); for a hub on Kubernetes see ``classroom/z2jh``. The test loads this file
-and replaces only the ports, the folders, the authenticator and the spawner (one system user, a
-fixed password), since it cannot create system users.
+and changes the ports and folders, the proxy command (configurable-http-proxy from npm), the
+authenticator and the spawner (one system user with a fixed password: it cannot create system
+users), and the servers' arguments (``--allow-root``; JupyterLab's objects exposed to the browser,
+which the test reads) - see ``TEST_CONFIG`` in ``tests/test_hub.py``.
 """
 
 import os

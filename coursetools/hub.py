@@ -87,7 +87,15 @@ def publish(dest: str | Path, withhold: Sequence[str] = (), lessons: Path = LESS
             branch: str = "main") -> str:
     r"""Create or update the learner repository at ``dest`` and commit; the commit's hash."""
     dest = Path(dest)
-    if not (dest / ".git").is_dir():
+    if (dest / ".git").is_dir():
+        readme = dest / "README.md"
+        if not (readme.is_file() and readme.read_text().startswith(README.splitlines()[0])):
+            raise ValueError(f"dest={dest}: a git repository that is not a capsedu learner repository "
+                             "(its README.md is not the learner README); publish into a new folder")
+    elif dest.exists() and any(dest.iterdir()):
+        raise ValueError(f"dest={dest}: a folder with files that is not a learner repository; "
+                         "expected a new folder or one that publish made")
+    else:
         dest.mkdir(parents=True, exist_ok=True)
         _git(dest, "init", "--quiet", "--initial-branch", branch)
     published = write_learner_files(dest, withhold, lessons)
@@ -109,6 +117,7 @@ def pull_link(hub: str, repo: str, branch: str = "main", open_path: str = "00_st
 
 
 def main(argv: list[str] | None = None) -> str:
+    r"""The command line: ``publish``, ``link`` or ``settle-lab``; what it printed."""
     parser = argparse.ArgumentParser(prog="python -m coursetools.hub", description=__doc__.split("\n")[0])
     actions = parser.add_subparsers(dest="action", required=True)
     publish_parser = actions.add_parser("publish", help="create or update the learner repository")

@@ -12,11 +12,12 @@ What a learner gets::
     workspace/worked/NN_name.ipynb   the complete lesson with its outputs, read-only, to compare with
     workspace/.capsedu/delivered.json  what was delivered, to recognise the learner's edits
 
-Updating (every ``make lab``, or ``python -m coursetools.workspace update``) works like
-nbgitpuller on a hub: a new lesson is added; a lesson whose cells the learner never edited is
+Updating (every ``make lab``, or ``python -m coursetools.workspace update``): a new lesson is added; a lesson whose cells the learner never edited is
 replaced by the new version (outputs they made are re-made by running it); a lesson the learner
 edited is kept, and a changed version arrives beside it as ``NN_name.updated.ipynb``; a deleted
-lesson comes back; the worked lessons are always the course's current ones.
+lesson comes back; the worked lessons are always the course's current ones. On a JupyterHub the
+same files arrive through nbgitpuller instead (``coursetools/hub.py``), which merges with git:
+an edited lesson is merged line by line with the new version, the learner's lines winning.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ def merged(defaults: dict, ours: dict) -> dict:
 
 
 def violations(chart: Path, values: Path = VALUES) -> list[str]:
+    r"""What the chart at ``chart`` finds wrong with ``values`` merged over its defaults."""
     schema_file = next((chart / name for name in ("values.schema.json", "values.schema.yaml")
                         if (chart / name).exists()), None)
     if schema_file is None:
@@ -41,6 +42,7 @@ def violations(chart: Path, values: Path = VALUES) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    r"""The command line; 1 if the values break the schema."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("chart", type=Path, help="the chart's folder (holds values.yaml and its schema)")
     parser.add_argument("--values", type=Path, default=VALUES)
