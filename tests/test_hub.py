@@ -43,7 +43,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import REPO
-from test_jupyterlab import ALL_RUN, CHROMIUM, free_port
+from test_jupyterlab import ALL_RUN, CHROMIUM, free_port, headless_chromium
 
 from coursetools.grading import write_course
 from coursetools.hub import TARGET, publish, pull_link
@@ -161,14 +161,8 @@ def hub(tmp_path_factory) -> Iterator[dict]:
 
 @pytest.fixture(scope="module")
 def browser(hub):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+    with headless_chromium() as chromium:
         yield chromium
-        chromium.close()
 
 
 def shot(page, name: str) -> None:

@@ -104,8 +104,9 @@ def lab(tmp_path_factory) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser(lab):
+@contextlib.contextmanager
+def headless_chromium():
+    r"""Debian's Chromium driven by Playwright, quiet (no background requests), for the block."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -114,6 +115,12 @@ def browser(lab):
             "--disable-component-update", "--disable-sync", "--no-first-run"])
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(scope="module")
+def browser(lab):
+    with headless_chromium() as chromium:
+        yield chromium
 
 
 KERNEL_IDLE = """() => {

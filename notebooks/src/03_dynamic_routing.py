@@ -335,8 +335,8 @@ print(f"on 4,000 training images ({small_study['epochs']} epochs): " + ", ".join
     for setting, row in small_study["summary"].items()))
 
 # %% [markdown]
-# Without detaching, each of the three seeds again ended slightly *higher* - by the few test
-# images printed above - and training took the printed factor longer (the backward pass goes
+# Without detaching, each of the three seeds again ended slightly *higher* — by the few test
+# images printed above — and training took the printed factor longer (the backward pass goes
 # through all three iterations). No gap reaches two standard errors of one test run, and the
 # largest is about the size of the spread between the seeds of one setting: seed by seed, the two
 # settings tie. Still, every seed leans the same way, in this study and in the 4,000-digit one:
