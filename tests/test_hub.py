@@ -269,13 +269,31 @@ def open_notebook(page) -> None:
         return panel && panel.sessionContext && panel.sessionContext.isReady; }""")
 
 
+def edit(page, index: int, tries: int = 4) -> None:
+    r"""Put cell ``index`` of the open notebook in edit mode with its editor focused.
+
+    JupyterLab may still move the focus while it settles after opening a notebook (restoring its
+    side panels, starting the kernel), so a focus that is taken away is asked for again; a cell that
+    never keeps it fails with what held the focus instead, and a screenshot.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    for _ in range(tries):
+        page.evaluate(EDIT, index)
+        with contextlib.suppress(PlaywrightTimeoutError):
+            page.wait_for_function(FOCUSED, timeout=5_000)
+            return
+    shot(page, f"focus-lost-cell-{index}")
+    holder = page.evaluate("() => document.activeElement && document.activeElement.outerHTML.slice(0, 200)")
+    raise AssertionError(f"cell {index} never kept the keyboard focus ({tries} tries); it stayed on {holder}")
+
+
 def solve(page, solutions: list[str], count: int) -> None:
     r"""Type the first ``count`` solutions into the exercise cells of the open notebook."""
     exercises = page.evaluate(EXERCISES)
     assert len(exercises) == len(solutions), f"exercise cells {exercises}, expected {len(solutions)}"
     for index, solution in zip(exercises[:count], solutions):
-        page.evaluate(EDIT, index)
-        page.wait_for_function(FOCUSED, timeout=10_000)
+        edit(page, index)
         page.keyboard.press("Control+a")
         page.keyboard.insert_text(solution)
     left = page.evaluate(EXERCISES)
