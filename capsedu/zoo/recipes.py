@@ -82,7 +82,7 @@ RECIPES: dict[str, Recipe] = {
     # (SpreadObjective.ramp_epochs); a one-epoch run at 0.9 throughout reached 95.94 % on validation
     # (capsedu/zoo/studies/tries.json)
     "em": Recipe(kind="em", config=MatrixCapsConfig(beta_a_logit_units=True).to_dict(),
-                 objective=SpreadObjective(ramp_epochs=3).to_dict(), epochs=7, batch_size=16, lr=2e-3),
+                 objective=SpreadObjective(ramp_epochs=2).to_dict(), epochs=5, batch_size=16, lr=2e-3),
     # lesson 12: Efficient-CapsNet, the paper's MNIST network (161,824 parameters + decoder)
     "efficient": Recipe(kind="efficient", config=EfficientCapsConfig().to_dict(),
                         objective=MarginObjective().to_dict(), epochs=4, lr=3e-3),
