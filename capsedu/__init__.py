@@ -24,8 +24,10 @@ from typing import Any
 
 _MODULES = {  # where each public name lives
     "capsedu._version": ("__version__",),
-    "capsedu.data.mnist": ("DataFileError", "MNISTData", "batch_loader", "learner_subset", "load_mnist",
+    "capsedu.data.files": ("DataFileError",),
+    "capsedu.data.mnist": ("MNISTData", "batch_loader", "learner_subset", "load_mnist",
                            "load_offline", "random_shift"),
+    "capsedu.data.fashion_mnist": ("load_fashion_mnist",),
     "capsedu.data.multimnist": ("FreshPairs", "MultiMNIST", "PairTargets"),
     "capsedu.nets.squash": ("squash",),
     "capsedu.nets.primary": ("PrimaryCaps",),

@@ -7,6 +7,7 @@ import torch
 
 from capsedu import DataFileError, load_mnist, random_shift
 from capsedu.data import mnist as data_module
+from capsedu.data.files import download, file_sha256
 
 
 def write_idx(path, array: torch.Tensor) -> None:
@@ -22,6 +23,15 @@ def synthetic_split(root, prefix: str, n: int = 20):
     write_idx(root / f"{prefix}-images-idx3-ubyte", images)
     write_idx(root / f"{prefix}-labels-idx1-ubyte", labels)
     return images, labels
+
+
+@pytest.fixture
+def accept(monkeypatch):
+    """Take the given uncompressed files as the official ones (their content's SHA-256)."""
+    def accept(*paths, digests=data_module.SHA256):
+        for path in paths:
+            monkeypatch.setitem(digests, path.name, file_sha256(path))
+    return accept
 
 
 def test_shared_official_test_split(shared_data, capsys):
@@ -61,7 +71,7 @@ def test_offline_subset_split_is_deterministic_balanced_and_disjoint(tmp_path, c
 
 def test_falls_back_to_offline_when_download_fails(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(data_module, "_download", lambda root, split: calls.append(split) or (None, "offline"))
+    monkeypatch.setattr("capsedu.data.files.download", lambda root, split: calls.append(split) or (None, "offline"))
     with pytest.warns(RuntimeWarning, match=r"no download \(offline\)"):
         data = load_mnist("test", root=tmp_path, verbose=False)
     assert calls == ["test"] and len(data) == 1_000
@@ -70,26 +80,28 @@ def test_falls_back_to_offline_when_download_fails(tmp_path, monkeypatch):
 def test_download_failure_is_not_an_error_and_says_why(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("the data root cannot be created below a file")
-    data, why = data_module._download(blocker / "root", "test")
+    data, why = download(blocker / "root", "test")
     assert data is None and why.split(":")[0] in {"NotADirectoryError", "FileExistsError", "OSError", "RuntimeError"}
 
 
 @pytest.mark.parametrize("layout", ["MNIST/raw", "mnist", "."])
-def test_local_uncompressed_files_in_each_layout(tmp_path, layout):
+def test_local_uncompressed_files_in_each_layout(tmp_path, layout, accept):
     images, labels = synthetic_split(tmp_path / layout, "t10k")
+    accept(*(tmp_path / layout).iterdir())
     data = load_mnist("test", root=tmp_path, download=False, verbose=False)
     assert torch.equal(data.labels, labels)
     torch.testing.assert_close(data.images[:, 0], images.float() / 255)
     assert "official MNIST files" in data.source
 
 
-def test_gz_with_wrong_checksum_is_reported(tmp_path, shared_data):
+def test_truncated_gz_is_reported(tmp_path, shared_data):
     folder = tmp_path / "mnist"
     folder.mkdir()
     shutil.copy(shared_data / "mnist" / "t10k-labels-idx1-ubyte.gz", folder)
     good = (shared_data / "mnist" / "t10k-images-idx3-ubyte.gz").read_bytes()
     (folder / "t10k-images-idx3-ubyte.gz").write_bytes(good[: len(good) // 2])  # truncated download
-    with pytest.raises(DataFileError, match=r"t10k-images-idx3-ubyte.gz fails its MD5 checksum.*delete it"):
+    with pytest.raises(DataFileError, match=r"t10k-images-idx3-ubyte.gz could not be read as MNIST images "
+                                             r"\(EOFError.*delete it"):
         load_mnist("test", root=tmp_path, download=False)
 
 
@@ -99,24 +111,27 @@ def test_gz_that_is_not_the_official_file_is_reported(tmp_path):
     for name in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
         with open(folder / name, "rb") as src, gzip.open(folder / f"{name}.gz", "wb") as dst:
             dst.write(src.read())
-    with pytest.raises(DataFileError, match="fails its MD5 checksum"):
+    with pytest.raises(DataFileError, match=r"t10k-images-idx3-ubyte.gz is not the official MNIST images file "
+                                             r"\(the SHA-256 of its content is [0-9a-f]{16}\.\.\., expected 0fa7898d"):
         load_mnist("test", root=tmp_path, download=False)
 
 
-def test_truncated_uncompressed_file_is_reported(tmp_path):
+def test_truncated_uncompressed_file_is_reported(tmp_path, accept):
     synthetic_split(tmp_path, "t10k")
     path = tmp_path / "t10k-images-idx3-ubyte"
     path.write_bytes(path.read_bytes()[:1000])
+    accept(path)
     with pytest.raises(DataFileError, match=r"t10k-images-idx3-ubyte could not be read as MNIST images"):
         load_mnist("test", root=tmp_path, download=False)
 
 
-def test_missing_pair_and_mismatched_counts_are_reported(tmp_path):
+def test_missing_pair_and_mismatched_counts_are_reported(tmp_path, accept):
     synthetic_split(tmp_path, "t10k")
     (tmp_path / "t10k-labels-idx1-ubyte").unlink()
     with pytest.raises(DataFileError, match="t10k-labels-idx1-ubyte.*is missing"):
         load_mnist("test", root=tmp_path, download=False)
     write_idx(tmp_path / "t10k-labels-idx1-ubyte", torch.zeros(7))
+    accept(*tmp_path.iterdir())
     with pytest.raises(DataFileError, match="holds .20, 28, 28. images but .* holds 7 labels"):
         load_mnist("test", root=tmp_path, download=False)
 
@@ -166,7 +181,7 @@ def test_load_offline_gives_the_same_parts_whatever_files_exist(tmp_path, shared
         load_offline("validation")
 
 
-def test_the_learner_profile_trains_on_at_most_5000_of_60000_official_images(tmp_path, shared_data):
+def test_the_learner_profile_trains_on_at_most_5000_of_60000_official_images(tmp_path, shared_data, accept):
     """A synthetic full-size training split in MNIST's file format: load_mnist reads all 60,000,
     the learner profile's training set (learner_subset, used by lessons 05 and 06) keeps 5,000."""
     from capsedu import learner_subset
@@ -177,6 +192,7 @@ def test_the_learner_profile_trains_on_at_most_5000_of_60000_official_images(tmp
     write_idx(tmp_path / "MNIST" / "raw" / "train-labels-idx1-ubyte", torch.arange(60_000) % 10)
     for gz in (shared_data / "mnist").glob("t10k-*.gz"):
         shutil.copy(gz, tmp_path / "MNIST" / "raw" / gz.name)
+    accept(*(tmp_path / "MNIST" / "raw").glob("train-*"))
     train = load_mnist("train", root=tmp_path, download=False, verbose=False)
     assert len(train) == 60_000 and "official MNIST files" in train.source
     capped = learner_subset(train)

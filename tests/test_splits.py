@@ -43,14 +43,21 @@ def test_training_without_the_official_files_names_capsedu_data(tmp_path, full_d
     assert len(load_split("test", tmp_path, download=False, verbose=False)) == 10_000
 
 
-def test_training_files_without_the_offline_subset_are_refused(tmp_path, full_data):
+def test_training_files_without_the_offline_subset_are_refused(tmp_path, full_data, monkeypatch):
     r"""Files in MNIST's format whose images are not MNIST's (here: the first image, an offline
-    one, blanked) are refused rather than split in the wrong place."""
+    one, blanked) are refused by their content's digest, and, were that digest taken as the
+    official one, by the split rather than split in the wrong place."""
+    from capsedu.data import mnist
+    from capsedu.data.files import file_sha256
+
     images = bytearray((full_data / "train-images-idx3-ubyte").read_bytes())
     images[16:16 + 784] = bytes(784)  # blank the first training image, an offline one
     (tmp_path / "train-images-idx3-ubyte").write_bytes(bytes(images))
     for name in ("train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
         (tmp_path / name).write_bytes((full_data / name).read_bytes())
+    with pytest.raises(DataFileError, match="train-images-idx3-ubyte is not the official MNIST images file"):
+        load_split("train", tmp_path, download=False, verbose=False)
+    monkeypatch.setitem(mnist.SHA256, "train-images-idx3-ubyte", file_sha256(tmp_path / "train-images-idx3-ubyte"))
     with pytest.raises(DataFileError, match="do not hold the offline subset"):
         load_split("train", tmp_path, download=False, verbose=False)
 

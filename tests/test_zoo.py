@@ -9,10 +9,11 @@ import torch
 
 import capsedu
 from capsedu import CapsNet, CheckpointError, load_mnist, pretrained, pretrained_metrics
+from capsedu.data.files import file_sha256
 from capsedu.data.splits import SOURCES
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES, Recipe
-from capsedu.zoo.shipped import WEIGHTS_DIR, available, sha256
+from capsedu.zoo.shipped import WEIGHTS_DIR, available
 from capsedu.zoo.train import fixed_pairs
 
 pytestmark = pytest.mark.artefacts
@@ -43,7 +44,7 @@ def test_stored_jsons_record_todays_recipes_and_every_recipe_is_shipped():
 def test_stored_checkpoint_matches_its_stored_metrics(name):
     metrics = pretrained_metrics(name)
     checkpoint = WEIGHTS_DIR / metrics["checkpoint"]
-    assert sha256(checkpoint) == metrics["sha256"]
+    assert file_sha256(checkpoint) == metrics["sha256"]
     assert checkpoint.stat().st_size == metrics["size_bytes"] <= 10_000_000
     # the three splits of capsedu.data.splits, named by what they are: no offline (validation)
     # image among the training digits (tests/test_splits.py checks the split pixel by pixel)

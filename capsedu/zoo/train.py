@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from capsedu.data.augment import random_warp
+from capsedu.data.files import file_sha256
 from capsedu.data.mnist import MNISTData, batch_loader, random_shift
 from capsedu.data.multimnist import MULTIMNIST_TEST, MULTIMNIST_VALIDATION, FreshPairs, MultiMNIST
 from capsedu.data.splits import load_split
@@ -46,7 +47,7 @@ from capsedu.training.prediction import pair_accuracy, predict
 from capsedu.training.seeding import set_seed
 from capsedu.training.uncertainty import standard_error
 from capsedu.zoo.recipes import RECIPES, Recipe
-from capsedu.zoo.shipped import STUDIES_DIR, WEIGHTS_DIR, sha256, shipped_paths
+from capsedu.zoo.shipped import STUDIES_DIR, WEIGHTS_DIR, shipped_paths
 
 THRESHOLDS = (0.98, 0.985, 0.99, 0.995)  # validation accuracies whose time to reach is recorded
 
@@ -158,7 +159,7 @@ def _metrics(name: str, recipe: Recipe, path: Path, history: dict, data: dict[st
     train_seconds = sum(history["train_seconds"])
     seen = recipe.pairs.get("pairs_per_epoch", len(data["train"])) * len(history["epoch"])
     return {
-        "name": name, "kind": recipe.kind, "checkpoint": path.name, "sha256": sha256(path),
+        "name": name, "kind": recipe.kind, "checkpoint": path.name, "sha256": file_sha256(path),
         "size_bytes": path.stat().st_size, "recipe": dataclasses.asdict(recipe),
         "train_data": _split(data["train"]),
         "validation_data": _split(data["validation"], history["validation_accuracy"][-1]),
