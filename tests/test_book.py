@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -26,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import yaml
 from conftest import lesson_numbers_follow_the_plan
+from local_servers import CHROMIUM, headless_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -34,11 +34,7 @@ BOOK = REPO / "book"
 HTML = BOOK / "_build" / "html"
 SCREENSHOTS = BOOK / "_build" / "screenshots"
 LOCAL_SCHEMES = ("file", "data", "blob", "about", "chrome-error")
-CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--host-resolver-rules=MAP * ~NOTFOUND",  # the network is cut for the page
-]
+OFFLINE = ("--disable-quic", "--host-resolver-rules=MAP * ~NOTFOUND")  # the network is cut for the page
 
 
 def toc_lessons() -> list[str]:
@@ -268,27 +264,13 @@ class BookPage:
                              clip={"x": 0, "y": 0, "width": 1280, "height": height})
 
 
-def chromium_binary() -> str | None:
-    for name in ("chromium", "chromium-browser"):
-        if shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
 @pytest.fixture(scope="module")
 def page(site: Path) -> Iterator[BookPage]:
-    binary = chromium_binary()
-    if binary is None:
+    if CHROMIUM is None:
         pytest.skip("Chromium is not installed (Debian: `apt-get install -y chromium`); "
                     "the browser checks of the book need it")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=binary, args=CHROMIUM_FLAGS)
-        try:
-            yield BookPage(browser.new_page(viewport={"width": 1280, "height": 1600}))
-        finally:
-            browser.close()
+    with headless_chromium(OFFLINE) as browser:
+        yield BookPage(browser.new_page(viewport={"width": 1280, "height": 1600}))
 
 
 WAIT_FOR_MATHJAX = """(async () => {

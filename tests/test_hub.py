@@ -33,7 +33,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import types
 import urllib.parse
 import urllib.request
@@ -43,7 +42,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import REPO
-from test_jupyterlab import ALL_RUN, CHROMIUM, free_port, headless_chromium
+from local_servers import CHROMIUM, free_port, headless_chromium, running, wait_for
+from test_jupyterlab import ALL_RUN
 
 from coursetools.grading import write_course
 from coursetools.hub import TARGET, publish, pull_link
@@ -87,34 +87,6 @@ def proxy_command() -> str:
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
         pytest.skip(f"npm could not install configurable-http-proxy: {getattr(error, 'stderr', '')[-500:]}")
     return str(local)
-
-
-def wait_for(url: str, process: subprocess.Popen, log: Path, what: str, seconds: float = 60) -> None:
-    r"""Wait until ``url`` answers; fail with the end of ``log`` if ``process`` dies or time runs out."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            return
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError(f"{what} did not start:\n{log.read_text()[-4000:]}") from None
-            time.sleep(0.5)
-
-
-@contextlib.contextmanager
-def running(command: list[str], log: Path, **kwargs) -> Iterator[subprocess.Popen]:
-    r"""Run ``command`` (output to ``log``) for the duration of the block; stop it after."""
-    with open(log, "w") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, **kwargs)
-        try:
-            yield process
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
 
 
 def nbgrader(course: Path, exchange: Path, *args: str) -> str:

@@ -23,21 +23,19 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from conftest import REPO
+from local_servers import CHROMIUM, free_port, headless_chromium, running, wait_for
 
 pytestmark = pytest.mark.browser
 
 NOTEBOOKS = REPO / "notebooks"
 SCREENSHOTS = REPO / "build" / "screenshots"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CONTROL = ("SliderModel", "ButtonModel", "IntTextModel")
 
 
@@ -52,12 +50,6 @@ def lessons_with_controls() -> list[str]:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def serve(command: list[str], env: dict[str, str], root) -> Iterator[str]:
     r"""Run JupyterLab ``command`` (``--port``/``--IdentityProvider.token`` added) until the block
@@ -65,27 +57,10 @@ def serve(command: list[str], env: dict[str, str], root) -> Iterator[str]:
     port, token = free_port(), secrets.token_hex(16)
     command = [*command, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={token}", "--expose-app-in-browser", "--allow-root"]
-    log = root / "server.log"
-    server = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL,
-                              stderr=open(log, "w"))  # noqa: SIM115
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError(f"JupyterLab did not start:\n{log.read_text()}") from None
-                time.sleep(0.5)
+    log, base = root / "server.log", f"http://127.0.0.1:{port}"
+    with running(command, log, cwd=root, env=env) as server:
+        wait_for(f"{base}/api/status?token={token}", server, log, "JupyterLab")
         yield f"{base}|{token}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 @pytest.fixture(scope="module")
@@ -102,19 +77,6 @@ def lab(tmp_path_factory) -> Iterator[str]:
     env = dict(os.environ, CAPSEDU_FAST="1", JUPYTER_CONFIG_DIR=str(root / ".jupyter-config"))
     with serve(command, env, root) as url:
         yield url
-
-
-@contextlib.contextmanager
-def headless_chromium():
-    r"""Debian's Chromium driven by Playwright, quiet (no background requests), for the block."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")
