@@ -77,6 +77,7 @@ from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES
+from capsedu.zoo.shipped import study
 from capsedu.zoo.train import train_recipe
 
 # %%
@@ -265,8 +266,8 @@ print("capsedu, child 0:  ", R_capsedu[0, 0])
 # positions) and 10 class capsules, whose votes get **coordinate addition** — each child's
 # scaled (x, y) position added to its vote — so that the class pose knows where its parts were.
 # The loss is the **spread loss** $\sum_{i\ne t}\max(0, m - (a_t - a_i))^2$. The paper raises its
-# margin $m$ from 0.2 to 0.9 during training; the short run below and the shipped network both
-# train their first epoch at 0.2 and their second at 0.9.
+# margin $m$ from 0.2 to 0.9 during training; the shipped network trains its first epoch at 0.2,
+# its second halfway between and the rest at 0.9, the short run below its two epochs at 0.2 and then 0.9.
 
 # %%
 model = MatrixCapsNet()
@@ -286,7 +287,7 @@ for name, layer in (("caps1", model.caps1), ("caps2", model.caps2)):
 # system when it is freed, so each new one costs fresh pages; `reuse_large_allocations()` asks
 # it to keep them. On the course's 2-core machine that halved the step time of this network (it
 # changes the whole Python process, so it is a call you make, not something importing `capsedu`
-# does). Then the shipped recipe (2 epochs, the margin at 0.2 and then 0.9) on only 1,000 images,
+# does). Then the shipped recipe cut to 2 epochs (the margin at 0.2 and then 0.9) on only 1,000 images,
 # at its batch of 16 rather than 32: a step's tensors then take about 0.5 GB instead of 1 GB,
 # which keeps this lesson's kernel within what a JupyterHub gives a learner.
 
@@ -306,11 +307,11 @@ print(f"2 epochs on {n_train:,} images ({sum(history['train_seconds']):.0f} s, "
 # ### The shipped network
 #
 # `capsedu.pretrained("em")` was trained by `python -m capsedu.zoo.train em` on the 55,000
-# digits of the train split (shifted by up to 2 pixels) for **two epochs** — what the time
-# budget of the sessions that retrained the course's networks allowed — with Adam and a one-cycle
-# learning rate, batch 16, 2 EM iterations, λ = 0.001 with $\beta_a$ learned in logit units
-# (below), and the spread loss's margin ramped as the paper does: 0.2 in the first epoch and 0.9
-# in the second (`'start_margin'` and `'ramp_epochs'` in the recipe printed below).
+# digits of the train split (shifted by up to 2 pixels) for **five epochs** — what the time
+# budget of the session that retrained it allowed — with Adam and a one-cycle learning rate,
+# batch 16, 2 EM iterations, λ = 0.001 with $\beta_a$ learned in logit units (below), and the
+# spread loss's margin ramped as the paper does: 0.2 in the first epoch, halfway to 0.9 in the second and
+# 0.9 from the third (`'start_margin'` and `'ramp_epochs'` in the recipe printed below).
 
 # %%
 em = capsedu.pretrained("em")
@@ -326,28 +327,33 @@ print(f"measured now: {measured['accuracy']:.2%} on {len(tested):,} test images"
 print("validation accuracy after epochs",
       {e: f"{a:.2%}" for e, a in zip(metrics["history"]["epoch"], metrics["history"]["validation_accuracy"])})
 print(f"training accuracy in the last epoch: {metrics['history']['train_accuracy'][-1]:.2%}")
+test, validation = metrics["test_data"], metrics["validation_data"]
+print("test vs validation:", capsedu.compare_accuracies("test", test["accuracy"], test["images"],
+                                                        "validation", validation["accuracy"], validation["images"]))
+before = study("comparison_4000")["rows"]["em"]["clean"]  # the 4,000-digit network, same 10,000 test digits
+print("against the 4,000-digit network:", capsedu.compare_accuracies("this one", test["accuracy"], test["images"],
+                                                                     "4,000 digits", before, test["images"]))
+short = 0.99 - test["accuracy"]
+print(f"below the 99 % goal by {100 * short:.2f} points, {short / metrics['test_standard_error']:.1f} standard errors")
 
 # %% [markdown]
-# The shipped network names **97.47 %** of the 10,000 official test digits and 97.40 % of the
-# 5,000 validation digits, a tie; the 97.20 % measured now on 2,000 of the test digits agrees with
-# the record within its sampling error. That is **below the course's goal of 99 %** for this
-# network (benchmarks/README.md) and below the 99.1 % the yl-1993 port reports for this
-# configuration with all 60,000 training images (its README). It is also slightly below the
+# The shipped network names **98.88 %** of the 10,000 official test digits and 98.60 % of the
+# 5,000 validation digits, a tie; the 98.65 % measured now on 2,000 of the test digits agrees with
+# the record within its sampling error. That is **just below the course's goal of 99 %** for this
+# network (benchmarks/README.md), by about one standard error (printed above): this test cannot
+# tell it from a network at 99 %, but the goal is not met. The yl-1993 port reports 99.1 % for
+# this configuration with all 60,000 training images (its README). It is clearly better than the
 # network shipped before it, which learned from 4,000 digits for 32 epochs with the margin ramped
 # and reached 97.92 % (benchmarks/README.md, "The shipped networks trained on 4,000 digits
-# (recorded)", and `capsedu/zoo/studies/shipped_4000.json`) - a gap just over two standard
-# errors of the difference, small but not a tie. More digits have not yet made a better network:
-# this one had little training, two epochs, each digit seen twice. Its validation accuracy rose
-# from 96.68 % after the first epoch (margin 0.2) to 97.40 % after the second (margin 0.9), and
-# two points are no curve: they do not show where the network would level off. The first epoch
-# alone already validated above the 95.96 % test accuracy of the one-epoch network at a margin
-# of 0.9 throughout that this one replaces (benchmarks/README.md) - one run each, on different
-# splits, and whether the low starting margin or the learning-rate schedule stretched over two
-# epochs made the difference, they cannot tell. The training accuracy printed above is the
-# average over the second epoch, on shifted digits while the weights still changed, which is
-# why it can lie below the validation accuracy measured at the end. Nor can the 4,000-digit
-# network simply stay shipped: it learned from the offline subset, which is now the validation
-# split, so it would be validated on its own training digits.
+# (recorded)", and `capsedu/zoo/studies/shipped_4000.json`): the gap printed above is far past
+# two standard errors. Its validation accuracy rose after every epoch, from 95.74 % after the
+# first to 98.60 % after the fifth, and had not levelled off: more epochs would likely help, and
+# five were what the time budget allowed (the runs of one and two epochs that it replaces are in
+# benchmarks/README.md). The training accuracy printed above is the average over the last epoch,
+# on shifted digits while the weights still changed; it lies close to the validation accuracy,
+# so at this length the network shows no sign of learning its 55,000 digits by heart. Nor can
+# the 4,000-digit network simply stay shipped: it learned from the offline subset, which is now
+# the validation split, so it would be validated on its own training digits.
 #
 # The recipe was chosen in those 4,000-digit runs (benchmarks/README.md, "EM routing", one run
 # of each). The change to the paper's procedure that mattered most there was
@@ -360,7 +366,8 @@ print(f"training accuracy in the last epoch: {metrics['history']['train_accuracy
 # (`em_routing(..., normalise_cost=True)`, an option several implementations use) learned more
 # slowly. Full-length runs of other recipes (40 epochs, batch 8, a wider last convolutional
 # capsule layer, digits rotated and scaled) all ended short of 98 % on 4,000 digits, as
-# benchmarks/README.md reports. None of these runs has been repeated on the 55,000 digits.
+# benchmarks/README.md reports. None of these runs has been repeated on the 55,000 digits, where
+# only the epochs and the margin's ramp were changed (`capsedu/zoo/studies/tries.json`).
 
 # %% [markdown]
 # ## Explore
@@ -394,11 +401,11 @@ em_figure(steps, digit, iteration=2, parents=shown, names=[f"class {k}" for k in
 
 # %% [markdown]
 # The network routes this 7 in its second iteration. After the first (one M-step on uniform
-# assignments) the four classes printed lie between 0.310 and 0.325, class 9 a little ahead of
+# assignments) the four classes printed lie between 0.196 and 0.208, class 2 a little ahead of
 # class 7; after the E-step, class 7 holds most of the 144 children (Σᵢ Rᵢⱼ in the titles) and
-# its activation is 0.999, while the next classes fall to 0.225 (class 2) and 0.208 (class 9).
+# its activation is 0.999, while the next classes fall to 0.136 (class 2) and 0.122 (class 3).
 # More iterations than the two it was trained with change little on this digit: after 5, class 7
-# is at 0.996 and class 3, the strongest of the printed rivals, at 0.246.
+# is at 0.993 and class 2, the strongest of the printed rivals, at 0.167.
 #
 # The two directions in which these votes vary most are the coordinate-addition entries: the
 # votes form 9 clumps, one per position of the 3 × 3 grid below the class layer (16 capsule
@@ -456,7 +463,7 @@ print("activation of the label's class:", {lam: round(float(a), 3) for lam, a in
 
 # %% [markdown]
 # At the trained λ = 0.001 the label's class is at 0.999 and its three strongest rivals between
-# 0.205 and 0.225 (printed under the trace above; the other six a little lower in the figure): a
+# 0.108 and 0.136 (printed under the trace above; the other six a little lower in the figure): a
 # class that no child is assigned to has a cost near 0, so its activation is about
 # $\text{sigmoid}(\lambda\beta_a)$. For the spread loss's margin of 0.9 the network needs that
 # near 0.1, i.e. $\lambda\beta_a \approx -2$: $\beta_a \approx -2{,}000$ at λ = 0.001. Adam
@@ -464,8 +471,8 @@ print("activation of the label's class:", {lam: round(float(a), 3) for lam, a in
 # gets there: in the 4,000-digit runs of benchmarks/README.md ("EM routing") such a network kept
 # its wrong classes near 0.5 and its training loss at 1.61 after 32 epochs, and learned in logit
 # units (the parameter holds $\lambda\beta_a$) the loss fell to 0.066 there. The network shipped
-# now learned in logit units for two epochs: on this digit its rivals have left 0.5 but are not
-# yet near 0.1, so the margin of 0.9 is not yet met. Smaller λ pulls every class towards 0.5 (at
+# now learned in logit units for five epochs: on this digit its rivals have left 0.5 and come
+# close to 0.1, near what the margin of 0.9 asks. Smaller λ pulls every class towards 0.5 (at
 # 1e-5 the label's class is at 0.517); larger λ saturates — at 0.01 and 0.1 the label's class is
 # at 1.0 and, in the figure, its rivals at 0. This digit stays correct, but each activation then
 # says only on which side of zero its saving lies, and a sigmoid that steep passes almost no
@@ -489,7 +496,7 @@ for routing_layer in routing_layers:
 
 # %% [markdown]
 # The network works only with the number of iterations it was trained with: **1 iteration
-# gives 10.0 %** (chance), 2 give 96.8 %, and 3 give 76.8 %. One iteration is not too few to
+# gives 10.0 %** (chance), 2 give 98.6 %, and 3 give 83.8 %. One iteration is not too few to
 # separate anything — on the toy above a single M-step already tells the parents apart — but the
 # layers after each routing learned to expect the poses and activations of exactly two EM
 # iterations, and any other number hands them inputs they were never trained on; EM routing's
@@ -617,16 +624,17 @@ check_spot_the_bug(bug_line);
 #   $a_j p_{ij}$, in **log space** so that no density underflows.
 # - Renormalising $R_{ij}a_i$ over the parents — one line in the best-known port — cancels the
 #   activations: dimming a parent's supporters no longer changes anything.
-# - The shipped network (68,444 parameters, 2 iterations, **two epochs** on the 55,000 digits of
-#   the train split, the margin at 0.2 and then 0.9) names 97.47 % of the official test digits
-#   (validation 97.40 %). That is below the course's 99 % goal (benchmarks/README.md) and the
-#   99.1 % the yl-1993 port reports, and slightly below (just over two standard errors) the
-#   97.92 % that the 4,000-digit network reached in 32 epochs (benchmarks/README.md): two epochs
-#   were all the time budget allowed. The 4,000-digit network cannot stay shipped, because it learned from what is now the validation
+# - The shipped network (68,444 parameters, 2 iterations, **five epochs** on the 55,000 digits of
+#   the train split, the margin ramped from 0.2 to 0.9) names 98.88 % of the official test digits
+#   (validation 98.60 %). That is just below the course's 99 % goal (benchmarks/README.md) - by
+#   about one standard error - and below the 99.1 % the yl-1993 port reports, and clearly above the
+#   97.92 % that the 4,000-digit network reached in 32 epochs (benchmarks/README.md); its
+#   validation accuracy was still rising when the time budget ended. The 4,000-digit network
+#   cannot stay shipped, because it learned from what is now the validation
 #   split. Learning $\lambda\beta_a$ instead of $\beta_a$ lets the wrong classes' activations
 #   leave 0.5 (96.85 % without it, 97.70 % with it, in the 4,000-digit runs of
 #   benchmarks/README.md); and the network works only with the 2 iterations it was trained with
-#   (1: 10.0 %, 3: 76.8 %).
+#   (1: 10.0 %, 3: 83.8 %).
 
 # %% [markdown]
 # ## What's next
