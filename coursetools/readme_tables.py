@@ -73,7 +73,7 @@ def table(weights: Path = WEIGHTS_DIR) -> str:
     cpus = sorted({record.get("cpu", "an unrecorded CPU") for record in found.values()})
     lines.append(f"\nAccuracies ± their binomial standard error (`capsedu.standard_error`); for the "
                  f"MultiMNIST networks, the share of the fixed test pairs with both digits right. "
-                 f"Trained on {', '.join(cpus)}, 2 cores, each run alone; \"load\" is the 1-minute "
+                 f"Trained on {', '.join(cpus)}, 2 cores, one training at a time; \"load\" is the 1-minute "
                  f"load average before and after.")
     return "\n".join(lines)
 
