@@ -222,11 +222,9 @@ def assignment_list(page):
 EXERCISES = """() => window.jupyterapp.shell.currentWidget.content.widgets
   .map((cell, i) => [i, cell.model.type, cell.model.sharedModel.source])
   .filter(([i, type, source]) => type === 'code' && source.includes('YOUR CODE HERE')).map(([i]) => i)"""
-EDIT = """async (i) => { const notebook = window.jupyterapp.shell.currentWidget.content;
-  notebook.activeCellIndex = i; await notebook.scrollToItem(i, 'center'); notebook.mode = 'edit';
-  notebook.activeCell.editor.focus(); }"""
-FOCUSED = """() => { const cell = window.jupyterapp.shell.currentWidget.content.activeCell;
-  return cell.model.type === 'code' && cell.node.contains(document.activeElement); }"""
+FOCUSED = """(i) => { const notebook = window.jupyterapp.shell.currentWidget.content;
+  return notebook.activeCellIndex === i && notebook.mode === 'edit'
+    && notebook.widgets[i].node.contains(document.activeElement); }"""
 OUTPUTS = """() => window.jupyterapp.shell.currentWidget.content.widgets
   .filter(cell => cell.model.type === 'code')
   .flatMap(cell => cell.model.outputs.toJSON())
@@ -242,18 +240,20 @@ def open_notebook(page) -> None:
 
 
 def edit(page, index: int, tries: int = 4) -> None:
-    r"""Put cell ``index`` of the open notebook in edit mode with its editor focused.
+    r"""Click into the editor of cell ``index`` of the open notebook, as a learner does, until it
+    holds the keyboard focus in edit mode.
 
     JupyterLab may still move the focus while it settles after opening a notebook (restoring its
-    side panels, starting the kernel), so a focus that is taken away is asked for again; a cell that
-    never keeps it fails with what held the focus instead, and a screenshot.
+    side panels, starting the kernel), so a click whose focus is taken away is made again; a cell
+    that never keeps it fails with what held the focus instead, and a screenshot.
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
+    editor = page.locator(f'{CURRENT} .jp-Cell[data-windowed-list-index="{index}"] .cm-content')
     for _ in range(tries):
-        page.evaluate(EDIT, index)
+        editor.click()  # Playwright scrolls it into view and waits until it takes the click
         with contextlib.suppress(PlaywrightTimeoutError):
-            page.wait_for_function(FOCUSED, timeout=5_000)
+            page.wait_for_function(FOCUSED, arg=index, timeout=5_000)
             return
     shot(page, f"focus-lost-cell-{index}")
     holder = page.evaluate("() => document.activeElement && document.activeElement.outerHTML.slice(0, 200)")

@@ -160,8 +160,8 @@ class ClassMatrixCaps(RoutedCaps):
         (x, y) position added to entries 3 and 7 (the top two of the vote matrix's last column)."""
         batch, t, h, w, _ = poses.shape
         votes = _matmul4(poses, self.W, "nthwpq,tcqr->nthwcpr")  # (B, T, H, W, J, 16)
-        rows = (torch.arange(h, dtype=poses.dtype) + 0.5) / h  # (H,) scaled centre of each row
-        cols = (torch.arange(w, dtype=poses.dtype) + 0.5) / w  # (W,)
+        rows = (torch.arange(h, dtype=poses.dtype, device=poses.device) + 0.5) / h  # (H,) scaled centre of each row
+        cols = (torch.arange(w, dtype=poses.dtype, device=poses.device) + 0.5) / w  # (W,)
         offset = poses.new_zeros(h, w, 16)  # (H, W, 16): entries 3 and 7 are the last column's top two
         offset[..., 3] = cols.view(1, w)
         offset[..., 7] = rows.view(h, 1)

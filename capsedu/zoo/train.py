@@ -72,8 +72,8 @@ def recipe_objective(recipe: Recipe) -> Objective | None:
 
 
 def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Module | None = None,
-                 on_epoch_end: EpochCallback | None = None,
-                 progress: bool = True) -> tuple[torch.nn.Module, dict[str, list]]:
+                 on_epoch_end: EpochCallback | None = None, progress: bool = True,
+                 device: str | torch.device = "cpu") -> tuple[torch.nn.Module, dict[str, list]]:
     r"""A network of ``recipe.kind`` trained by ``recipe``: ``(model, history)``.
 
     ``model`` is :func:`recipe_network`'s network (built by the caller when a callback needs it
@@ -89,7 +89,7 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
     elif recipe.max_shift > 0 or recipe.max_angle or recipe.max_scale:
         augment = _augmentation(recipe)
     history = fit(model, batches, epochs=recipe.epochs, objective=recipe_objective(recipe),
-                  lr=recipe.lr, lr_schedule=recipe.lr_schedule, augment=augment,
+                  device=device, lr=recipe.lr, lr_schedule=recipe.lr_schedule, augment=augment,
                   precision=recipe.precision, on_epoch_end=on_epoch_end, progress=progress)
     return model, history
 
@@ -105,21 +105,24 @@ def _augmentation(recipe: Recipe) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda images: shift(turn(images))  # (B, C, H, W)
 
 
-def accuracy_on(model: torch.nn.Module, test: MNISTData | MultiMNIST) -> dict[str, float]:
+def accuracy_on(model: torch.nn.Module, test: MNISTData | MultiMNIST,
+                device: str | torch.device = "cpu") -> dict[str, float]:
     r"""``{"accuracy": ...}`` on single digits; on pairs the share with both digits right, and
-    ``"at_least_one"``."""
+    ``"at_least_one"``. ``model`` must be on ``device``."""
     if isinstance(test, MultiMNIST):
-        scores = pair_accuracy(model, test)
+        scores = pair_accuracy(model, test, device=device)
         return {"accuracy": scores["both"], "at_least_one": scores["at_least_one"]}
-    right = predict(model, test.images, batch_size=100) == test.labels  # (N,)
+    right = predict(model, test.images, batch_size=100, device=device) == test.labels  # (N,)
     return {"accuracy": int(right.sum()) / len(test)}
 
 
 def record_accuracy(model: torch.nn.Module, data: MNISTData | MultiMNIST, key: str = "validation_accuracy",
-                    report: Callable[[str], None] | None = None) -> EpochCallback:
-    r"""An ``on_epoch_end`` callback recording ``model``'s accuracy on ``data`` under ``history[key]``."""
+                    report: Callable[[str], None] | None = None,
+                    device: str | torch.device = "cpu") -> EpochCallback:
+    r"""An ``on_epoch_end`` callback recording ``model``'s accuracy on ``data`` under ``history[key]``
+    (``model`` trains on ``device``)."""
     def callback(epoch: int, history: dict) -> None:
-        accuracy = accuracy_on(model, data)["accuracy"]
+        accuracy = accuracy_on(model, data, device)["accuracy"]
         history.setdefault(key, []).append(accuracy)
         if report is not None:
             report(f"epoch {epoch}: train {history['train_accuracy'][-1]:.2%}, {key.replace('_', ' ')} "
@@ -180,6 +183,12 @@ def _metrics(name: str, recipe: Recipe, path: Path, history: dict, data: dict[st
     }
 
 
+def _device_name(device: str | torch.device) -> str:
+    r"""What trained the network: ``"cpu"``, or the accelerator's name (``"cuda: NVIDIA H200"``)."""
+    device = torch.device(device)
+    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
+
+
 def _cpu() -> str:
     cpuinfo = Path("/proc/cpuinfo")
     lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
@@ -200,23 +209,26 @@ def recipe_data(recipe: Recipe, data_root: str | os.PathLike | None = None) -> d
 
 def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHTS_DIR, *,
                   data_root: str | os.PathLike | None = None, half: bool = True, progress: bool = True,
-                  report: Callable[[str], None] | None = None, tries: Path = TRIES) -> dict[str, Any]:
-    r"""Train ``recipe`` on the train split, validating every epoch; test the shipped weights once;
-    write ``NAME.pt`` and ``NAME.json`` into ``out_dir``; return the metrics."""
+                  report: Callable[[str], None] | None = None, tries: Path = TRIES,
+                  device: str | torch.device = "cpu") -> dict[str, Any]:
+    r"""Train ``recipe`` on the train split (on ``device``), validating every epoch; test the
+    shipped weights once; write ``NAME.pt`` and ``NAME.json`` into ``out_dir``; return the metrics."""
     if recipe.train_data != "train":
         raise ValueError(f"recipe.train_data must be 'train' (capsedu.data.splits), got {recipe.train_data!r}")
     data = recipe_data(recipe, data_root)
     model = recipe_network(recipe)
     loads = [_load_average()]
-    model, history = train_recipe(recipe, data["train"], model=model, progress=progress,
-                                  on_epoch_end=record_accuracy(model, data["validation"], report=report))
+    model, history = train_recipe(recipe, data["train"], model=model, progress=progress, device=device,
+                                  on_epoch_end=record_accuracy(model, data["validation"], report=report,
+                                                               device=device))
     loads.append(_load_average())
     checkpoint, json_path = shipped_paths(name, out_dir)
     save_checkpoint(checkpoint, model, objective=recipe_objective(recipe), history=history,
                     half=half, metadata={"recipe": dataclasses.asdict(recipe)})
     shipped, _ = load_checkpoint(checkpoint)  # measure the weights exactly as they are shipped
-    scores = accuracy_on(shipped, data["test"])
-    metrics = _metrics(name, recipe, checkpoint, history, data, scores, loads, tries)
+    scores = accuracy_on(shipped.to(device), data["test"], device)
+    metrics = _metrics(name, recipe, checkpoint, history, data, scores, loads, tries) | {
+        "device": _device_name(device)}
     if "at_least_one" in scores:
         metrics["test_at_least_one"] = scores["at_least_one"]
     temporary = json_path.with_suffix(".json.tmp")
@@ -238,6 +250,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
     parser.add_argument("--epochs", type=int, default=None, help="override the recipes' epochs")
     parser.add_argument("--seed", type=int, default=None, help="override the recipes' seed")
     parser.add_argument("--float32", action="store_true", help="store float32 instead of float16")
+    parser.add_argument("--device", default="cpu",
+                        help="train and measure on this torch device, e.g. 'cuda' (default: cpu)")
     parser.add_argument("--tries", type=Path, default=TRIES,
                         help="the record of tries on validation to copy into NAME.json")
     args = parser.parse_args(argv)
@@ -249,7 +263,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
         recipe = dataclasses.replace(RECIPES[name], **overrides)
         print(f"== {name}: {recipe}")
         metrics = train_shipped(name, recipe, args.out_dir, data_root=args.data_root,
-                                half=not args.float32, report=print, tries=args.tries)
+                                half=not args.float32, report=print, tries=args.tries,
+                                device=args.device)
         print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
         results[name] = metrics
     return results
