@@ -58,10 +58,12 @@ def row(name: str, record: dict[str, Any]) -> str:
     train, validation = record["train_data"], record.get("validation_data", {})
     minutes = record["train_wall_seconds"] / 60
     load = f"{record['load_average_before'][0]:.1f} → {record['load_average_after'][0]:.1f}"
+    device = record.get("device", "cpu")
+    where = f"(load {load})" if device == "cpu" else f"on an {device.split(': ', 1)[-1]}"
     return (f"| `{name}` | {NETWORKS[name]} | {parameters / 1e6:.2f} M | {train['images']:,} digits "
             f"({record['epochs']} epoch{'s' * (record['epochs'] != 1)}) | {with_error(validation.get('accuracy'), validation.get('images', 0))} | "
             f"{with_error(record['test_accuracy'], record['test_data']['images'])} | {minutes:.1f} min, "
-            f"{record['train_images_per_second']:,.0f} {unit} (load {load}) |")
+            f"{record['train_images_per_second']:,.0f} {unit} {where} |")
 
 
 def table(weights: Path = WEIGHTS_DIR) -> str:
@@ -70,11 +72,14 @@ def table(weights: Path = WEIGHTS_DIR) -> str:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     found = records(weights)
     lines += [row(name, record) for name, record in found.items()]
-    cpus = sorted({record.get("cpu", "an unrecorded CPU") for record in found.values()})
+    on_cpu = {name: record for name, record in found.items() if record.get("device", "cpu") == "cpu"}
+    cpus = sorted({record.get("cpu", "an unrecorded CPU") for record in on_cpu.values()})
+    notes = "".join(f" `{name}`: {record['note']}" for name, record in found.items() if record.get("note"))
     lines.append(f"\nAccuracies ± their binomial standard error (`capsedu.standard_error`); for the "
                  f"MultiMNIST networks, the share of the fixed test pairs with both digits right. "
-                 f"Trained on {', '.join(cpus)}, 2 cores, one training at a time; \"load\" is the 1-minute "
-                 f"load average before and after.")
+                 f"Trained on {', '.join(cpus)}, 2 cores, one training at a time, unless a GPU is named "
+                 f"(`python -m capsedu.zoo.train NAME --device cuda`; its minutes do not compare with a "
+                 f"CPU's); \"load\" is the 1-minute load average before and after.{notes}")
     return "\n".join(lines)
 
 
