@@ -131,7 +131,7 @@ print(f"bounding-box overlap over 1,000 pairs: mean {overlaps.mean():.0%}, "
       f"median {overlaps.median():.0%}, under 50 % in {(overlaps < 0.5).float().mean():.1%} of pairs")
 
 # %% [markdown]
-# About three quarters on average by this measure — near the paper's 80 % (which does not say
+# About three quarters on average by this measure — somewhat below the paper's 80 % (which does not say
 # exactly how it measured); one pair in twelve overlaps by less than half.
 #
 # ## Check it
@@ -230,9 +230,9 @@ print(f"after {n_pairs:,} pairs ({history['train_seconds'][0]:.0f} s): both righ
 # afresh every epoch, for 32 epochs each: the CapsNet (the network built above, 4 primary capsule
 # types, batch 64) and the CNN (lesson 08's, with a sigmoid per class and binary cross-entropy,
 # `CNNConfig(multi_label=True)`). The 32 epochs were the time budget of one session that was lent a
-# GPU (an NVIDIA H200), not a choice made on the validation pairs; on two CPU cores the same
-# recipes take about 65 and 80 minutes at the speeds their earlier, shorter runs measured there
-# (`capsedu/zoo/recipes.py`). The minutes printed below are GPU minutes, and the CapsNet's are
+# GPU (an NVIDIA H200), not a choice made on the validation pairs; on two CPU cores each recipe
+# takes about an hour or more (the cell under *Accuracy against training minutes* times both on
+# your machine). The minutes printed below are GPU minutes, and the CapsNet's are
 # inflated: its first 3 epochs shared the GPU with another training. Both were measured on the
 # validation pairs (from the 5,000 validation digits) after every epoch, and once at the end on the
 # fixed 10,000 test pairs.
@@ -268,7 +268,7 @@ for name, (network, key) in networks.items():
 # MultiMNIST study in benchmarks/README.md, `benchmarks/multimnist_study.py`): 16 capsule types
 # learned no faster per epoch than 8 and trained more slowly; 4 learned as fast per epoch at 1.6
 # times the pairs per second by the README's timing; and benchmarks/README.md records that the
-# network with 8 types (20 epochs at batch 32) had reached 80.65 % in 38 minutes.
+# network with 8 types had reached 80.65 %.
 
 # %% [markdown]
 # The same two networks were shipped before from 4,000 training digits (recorded in
@@ -278,9 +278,10 @@ for name, (network, key) in networks.items():
 before = study("shipped_4000")["networks"]
 for name, (_, key) in networks.items():
     old, now = before[key], capsedu.pretrained_metrics(key)
-    print(f"{name:8s} 4,000 digits, {old['epochs']} epochs ({old['train_wall_seconds'] / 60:.1f} min): both "
-          f"{capsedu.with_error(old['test_accuracy'], old['test_data']['images'])}   55,000 digits, "
-          f"{now['epochs']} epochs ({now['train_wall_seconds'] / 60:.1f} min): both "
+    print(f"{name:8s} 4,000 digits, {old['epochs']} epochs ({old['train_wall_seconds'] / 60:.1f} min, 2-core CPU): "
+          f"both {capsedu.with_error(old['test_accuracy'], old['test_data']['images'])}   55,000 digits, "
+          f"{now['epochs']} epochs ({now['train_wall_seconds'] / 60:.1f} min, "
+          f"{now.get('device', 'cpu').removeprefix('cuda: ')}): both "
           f"{capsedu.with_error(now['test_accuracy'], now['test_data']['images'])}")
 today = {"multimnist": capsedu.pretrained_metrics("multimnist"),
          "multimnist_cnn": capsedu.pretrained_metrics("multimnist_cnn")}
@@ -388,7 +389,9 @@ for name, (_, _, accuracy) in curves.items():
 # sooner and may end higher than the curve's point. Both curves flatten as the one-cycle schedule anneals
 # the learning rate to zero: the CapsNet's last three epochs gained about a tenth of a point each,
 # the CNN's less (printed above). A longer run would gain something, but nothing here points to
-# the paper's 94.8 %, or to the CapsNet catching up with the CNN. A longer or wider CapsNet run is
+# the paper's 94.8 %; whether a longer run would close the gap to the CNN — it narrowed over the
+# last million pairs, while the CapsNet still gained a little each epoch — this run cannot say. A
+# longer or wider CapsNet run is
 # left to you (see *Ideas to try*).
 
 # %% [markdown]
@@ -398,8 +401,8 @@ for name, (_, _, accuracy) in curves.items():
 #
 # For each test pair: the input with its labels (L) and the two longest capsules (R), the
 # reconstruction from each label's capsule alone, both reconstructions over the input in two
-# colours, and — the paper's last columns — what the decoder draws from the longest capsule whose
-# class is *not* in the image.
+# colours, and — as in the paper's columns marked (*) — what the decoder draws from the longest
+# capsule whose class is *not* in the image.
 
 # %%
 first_images, first_targets = live.batch(torch.arange(40))
@@ -446,7 +449,8 @@ print(f"a cell of {typical} pairs at 75 % has a standard error of "
 # %% [markdown]
 # The CapsNet's four weakest cells lie between 73 and 76 %, the CNN's between 79 and 82 % (printed
 # above), and a cell of 219 pairs carries a standard error of 2.9 points: neighbouring ranks are
-# ties, and the matrices cannot name one hardest pair. 7 & 8 is the weakest for both (CapsNet 73 %,
+# ties, and the matrices cannot name one hardest pair. 7 & 8 has the lowest share for both, tied with
+# its neighbours in the ranking (CapsNet 73 %,
 # CNN 79 %, a gap within the two cells' sampling errors); the CapsNet's other weak cells are 3 & 4,
 # 6 & 7 and 4 & 8, the CNN's 2 & 5, 0 & 7 and 5 & 8. A 1 with a 4 or a 7 is among the brightest
 # cells for both: a thin stroke hides little of the other digit.
@@ -479,7 +483,7 @@ explorer.frames()
 # - Give every training digit its own small rotation and scaling before it is placed
 #   (`capsedu.FreshPairs(..., max_angle=15, max_scale=0.1)`, or the recipe fields of the same
 #   names). benchmarks/README.md records one such run of the then shipped recipe, with 4,000
-#   training digits: it fell 2–6 points behind after
+#   training digits: it fell about 3–7 points behind after
 #   epoch 6 and was stopped. Does a smaller angle, or a longer run, do better?
 # - Test on pairs with smaller shifts (`MultiMNIST(..., max_shift=0)`: the digits sit on top of
 #   each other exactly). Does accuracy drop or rise?
@@ -545,9 +549,9 @@ check_reconstruct_one(reconstruct_one, capsnet);
 #   seen; at equal minutes the gap depends on the two networks' speeds on your machine. The paper's 94.8 % against 91.9 % (60 M pairs, 60,000 digits, the full-size network), a
 #   CapsNet ahead of its CNN, is not reproduced on this budget: here the order is reversed.
 # - The decoder does pull the digits apart (Figure 5): each label's capsule redraws its digit
-#   alone. A missing class's capsule mostly draws a faint blur, but sometimes a clear digit of its
-#   class, unlike the paper's Figure 5.
-# - The hardest class pairs (3 & 4 among them for both networks) cannot be ranked: each cell's
+#   alone. A missing class's capsule drew only a faint blur in two of the three correct pairs shown,
+#   but a clear digit of its class in the third, unlike the paper's Figure 5.
+# - The hardest class pairs (7 & 8 among them for both networks) cannot be ranked: each cell's
 #   sampling error is about as large as the gaps between them.
 
 # %% [markdown]
