@@ -159,7 +159,7 @@ def pull(page, hub: dict, user: str, step: str) -> None:
     r"""Open the course's nbgitpuller link and wait for lesson 00 and the file browser."""
     page.goto(pull_link(hub["url"], hub["repo"]))
     page.wait_for_selector(CURRENT, timeout=180_000)
-    open_notebook(page)
+    open_notebook(page, "00_start_here.ipynb")  # the link's urlpath
     page.locator(".jp-DirListing-item", has_text="00_start_here").first.wait_for()
     shot(page, f"{step}-{user}-pulled")
 
@@ -225,6 +225,7 @@ EXERCISES = """() => window.jupyterapp.shell.currentWidget.content.widgets
 FOCUSED = """(i) => { const notebook = window.jupyterapp.shell.currentWidget.content;
   return notebook.activeCellIndex === i && notebook.mode === 'edit'
     && notebook.widgets[i].node.contains(document.activeElement); }"""
+SOURCE = """(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].model.sharedModel.source"""
 OUTPUTS = """() => window.jupyterapp.shell.currentWidget.content.widgets
   .filter(cell => cell.model.type === 'code')
   .flatMap(cell => cell.model.outputs.toJSON())
@@ -232,32 +233,43 @@ OUTPUTS = """() => window.jupyterapp.shell.currentWidget.content.widgets
 CURRENT = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
-def open_notebook(page) -> None:
-    r"""Wait until the notebook in front has rendered its cells and its kernel is ready."""
+def open_notebook(page, name: str) -> None:
+    r"""Wait until the notebook in front is ``name`` (JupyterLab restores the tabs of the last visit
+    first: another notebook can be in front for a while), has rendered its cells and its kernel is
+    ready."""
+    page.wait_for_function("""(name) => { const app = window.jupyterapp, panel = app && app.shell.currentWidget;
+        return panel && panel.context && panel.context.path.split('/').pop() === name
+          && panel.sessionContext && panel.sessionContext.isReady; }""", arg=name)
     page.wait_for_selector(f"{CURRENT} .jp-Notebook .jp-Cell .jp-InputArea")
-    page.wait_for_function("""() => { const panel = window.jupyterapp.shell.currentWidget;
-        return panel && panel.sessionContext && panel.sessionContext.isReady; }""")
 
 
-def edit(page, index: int, tries: int = 4) -> None:
-    r"""Click into the editor of cell ``index`` of the open notebook, as a learner does, until it
-    holds the keyboard focus in edit mode.
+def type_into(page, index: int, text: str, tries: int = 4) -> None:
+    r"""Click into the editor of code cell ``index`` of the open notebook, as a learner does, and
+    replace its text with ``text``; checked in the notebook's model.
 
     JupyterLab may still move the focus while it settles after opening a notebook (restoring its
-    side panels, starting the kernel), so a click whose focus is taken away is made again; a cell
-    that never keeps it fails with what held the focus instead, and a screenshot.
+    side panels, starting the kernel). Typed keys that land outside the editor are command-mode
+    shortcuts (``m`` turns the selected cells into markdown, ``a``/``b`` insert cells), so the text
+    goes in with Playwright's ``fill``, which focuses the editor and inserts the text in one step,
+    presses no key, and is made again if it did not arrive. A cell that never takes it fails with
+    what held the focus, and a screenshot.
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
     editor = page.locator(f'{CURRENT} .jp-Cell[data-windowed-list-index="{index}"] .cm-content')
+    kind = page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].model.type", index)
+    assert kind == "code", f"cell {index} is a {kind} cell, expected the exercise's code cell"
     for _ in range(tries):
         editor.click()  # Playwright scrolls it into view and waits until it takes the click
         with contextlib.suppress(PlaywrightTimeoutError):
             page.wait_for_function(FOCUSED, arg=index, timeout=5_000)
+            editor.fill(text)
+            page.wait_for_function(f"(i) => ({SOURCE})(i) === {json.dumps(text)}", arg=index, timeout=5_000)
             return
     shot(page, f"focus-lost-cell-{index}")
     holder = page.evaluate("() => document.activeElement && document.activeElement.outerHTML.slice(0, 200)")
-    raise AssertionError(f"cell {index} never kept the keyboard focus ({tries} tries); it stayed on {holder}")
+    raise AssertionError(f"cell {index} never took the solution ({tries} tries); the focus is on {holder}, "
+                         f"its source is {page.evaluate(SOURCE, index)[:200]!r}")
 
 
 def solve(page, solutions: list[str], count: int) -> None:
@@ -265,9 +277,7 @@ def solve(page, solutions: list[str], count: int) -> None:
     exercises = page.evaluate(EXERCISES)
     assert len(exercises) == len(solutions), f"exercise cells {exercises}, expected {len(solutions)}"
     for index, solution in zip(exercises[:count], solutions):
-        edit(page, index)
-        page.keyboard.press("Control+a")
-        page.keyboard.insert_text(solution)
+        type_into(page, index, solution)
     left = page.evaluate(EXERCISES)
     assert len(left) == len(solutions) - count, f"after typing, exercise cells still stubbed: {left}"
 
@@ -284,7 +294,7 @@ def run_all_and_save(page) -> str:
 def add_a_note(page, tab: str, note: str) -> None:
     r"""In the notebook ``tab``, insert a cell above the first (keyboard ``A``), type ``note``, save."""
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=tab).click()
-    open_notebook(page)
+    open_notebook(page, tab)
     page.evaluate("""() => { const notebook = window.jupyterapp.shell.currentWidget.content;
         notebook.activeCellIndex = 0; notebook.mode = 'command'; notebook.node.focus(); }""")
     page.keyboard.press("a")
@@ -304,7 +314,7 @@ def fetch_solve_submit(page, user: str, solutions: list[str], count: int) -> str
     fetched.locator("button", has_text="Submit").wait_for()
     shot(page, f"3-{user}-fetched")
     page.goto(page.url.split("/lab")[0] + f"/lab/tree/{LESSON}/{LESSON}.ipynb")
-    open_notebook(page)
+    open_notebook(page, f"{LESSON}.ipynb")
     solve(page, solutions, count)
     output = run_all_and_save(page)
     shot(page, f"3-{user}-solved")
