@@ -55,8 +55,20 @@ def test_a_changed_file_is_named_whatever_compressed_it(tmp_path):
     labels[8] = (labels[8] + 1) % 10  # one label changed: a valid IDX file, not the official one
     (folder / "t10k-labels-idx1-ubyte").write_bytes(labels)
     with pytest.raises(DataFileError, match=r"fashion-mnist/t10k-labels-idx1-ubyte is not the official "
-                                            r"Fashion-MNIST labels file \(the SHA-256 of its content"):
+                                            r"Fashion-MNIST labels file \(the SHA-256 of its content.*"
+                                            r"so it is downloaded again"):  # a copy of one's own
         load_fashion_mnist("test", root=tmp_path, download=False)
+
+
+@needs_debian
+def test_a_damaged_debian_file_says_to_reinstall_the_package(tmp_path, monkeypatch):
+    folder = tmp_path / "debian-copy"  # stands in for /usr/share/datasets/fashion-mnist
+    folder.mkdir()
+    shutil.copy(DEBIAN / "t10k-images-idx3-ubyte.gz", folder)
+    (folder / "t10k-labels-idx1-ubyte.gz").write_bytes((DEBIAN / "t10k-labels-idx1-ubyte.gz").read_bytes()[:-9])
+    monkeypatch.setattr(fashion_mnist, "DEBIAN_FOLDER", folder)
+    with pytest.raises(DataFileError, match=r"apt install --reinstall dataset-fashion-mnist"):
+        load_fashion_mnist("test", root=tmp_path / "empty", download=False)
 
 
 def test_without_files_it_stops_and_says_how_to_get_them(tmp_path, no_debian, shared_data):

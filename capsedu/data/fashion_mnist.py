@@ -49,6 +49,9 @@ HOW_TO_GET = ("install Debian's package (sudo apt install dataset-fashion-mnist)
               "call load_fashion_mnist(download=True), or copy the four files of "
               "https://github.com/zalandoresearch/fashion-mnist (data/fashion/) into DATA_ROOT/fashion-mnist/")
 
+DEBIAN_ADVICE = ("the files of Debian's package are damaged: reinstall it "
+                 "(sudo apt install --reinstall dataset-fashion-mnist)")
+
 
 def folders(root: Path) -> tuple[Path, ...]:
     r"""Where Fashion-MNIST files are looked for, in order (never the data root itself: MNIST's
@@ -61,8 +64,10 @@ def _official(split: str, root: str | os.PathLike | None, download: bool) -> tup
     folder = data_root(root)
     found = find_pair(folders(folder), FILES[split])
     if found:
-        where = "Debian's dataset-fashion-mnist" if found[0].parent == DEBIAN_FOLDER else root_name(root)
-        return *read_pair(*found, SHA256, "Fashion-MNIST"), f"official Fashion-MNIST files ({where})"
+        debian = found[0].parent == DEBIAN_FOLDER
+        where = "Debian's dataset-fashion-mnist" if debian else root_name(root)
+        advice = DEBIAN_ADVICE if debian else files.ADVICE
+        return *read_pair(*found, SHA256, "Fashion-MNIST", advice), f"official Fashion-MNIST files ({where})"
     fetched, why = files.download(folder, split, "FashionMNIST") if download else (None, "download=False")
     if fetched is None:
         looked = ", ".join(str(f) for f in folders(folder))

@@ -82,10 +82,11 @@ def read_idx(path: Path, kind: str, sha256: Mapping[str, str], dataset: str, adv
 
 
 def read_pair(images_path: Path, labels_path: Path, sha256: Mapping[str, str],
-              dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""A split's images (N, 28, 28) uint8 and labels (N,) int64 from its checked pair of files."""
-    images = read_idx(images_path, "images", sha256, dataset)  # (N, 28, 28) uint8
-    labels = read_idx(labels_path, "labels", sha256, dataset)  # (N,) int64
+              dataset: str, advice: str = ADVICE) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""A split's images (N, 28, 28) uint8 and labels (N,) int64 from its checked pair of files;
+    ``advice`` ends the error about a bad file (what to do about it)."""
+    images = read_idx(images_path, "images", sha256, dataset, advice)  # (N, 28, 28) uint8
+    labels = read_idx(labels_path, "labels", sha256, dataset, advice)  # (N,) int64
     if images.shape[0] != labels.shape[0] or tuple(images.shape[1:]) != (28, 28):
         raise DataFileError(f"{images_path} holds {tuple(images.shape)} images but {labels_path} holds "
                             f"{labels.shape[0]} labels; expected (N, 28, 28) and N labels")
