@@ -312,18 +312,20 @@ for label, metrics in (("4,000 digits", before), ("55,000 digits", today)):
 # data — both trained on the same pairs, epoch for epoch) and at the same **wall-clock** budget
 # (what a learner pays). The recorded GPU minutes are no fair clock: the CapsNet's first epochs
 # shared the GPU with another training. So the next cell times a few training steps of each
-# recipe on *this* machine, both in the same run, on copies of the shipped networks (which stay as
-# they are); the pairs each curve saw, divided by those speeds, give the minutes it would take here.
+# recipe on *this* machine (the median of three passes of a few seconds each), both in the same run,
+# on copies of the shipped networks (which stay as they are); the pairs each curve saw, divided by
+# those speeds, give the minutes it would take here.
 
 # %%
-def pairs_per_second(network: torch.nn.Module, key: str, objective, steps: int) -> float:
-    """Training pairs per second of ``steps`` steps of recipe ``key`` on a copy of ``network`` (2nd pass)."""
+def pairs_per_second(network: torch.nn.Module, key: str, objective, steps: int, passes: int = 3) -> float:
+    """Training pairs per second of recipe ``key`` on a copy of ``network``: the median of ``passes``
+    passes of ``steps`` steps each, after one pass to warm up."""
     recipe = capsedu.pretrained_metrics(key)["recipe"]
     batch = recipe["batch_size"]
     assert objective.to_dict() == recipe["objective"], "time the recipe's own objective"
     history = capsedu.fit(copy.deepcopy(network), capsedu.FreshPairs(train_digits, steps * batch, batch, seed=2),
-                          epochs=2, objective=objective, lr=recipe["lr"], progress=False)
-    return steps * batch / history["train_seconds"][-1]  # the second pass: warmed up
+                          epochs=1 + passes, objective=objective, lr=recipe["lr"], progress=False)
+    return steps * batch / torch.tensor(history["train_seconds"][1:]).median().item()
 
 
 objectives = {"CapsNet": capsedu.TwoDigitObjective(), "CNN": capsedu.MultiLabelObjective()}  # the recipes'
@@ -383,7 +385,7 @@ for name, (_, _, accuracy) in curves.items():
 # minutes on this machine, the first verdict printed above compares the faster network's whole run
 # with the slower one's curve at that moment. It moves with the two speeds, which change between
 # machines, with the load, and from one run of the cell above to the next (they are timed over a
-# few seconds): read it as this machine's answer, not the course's. On the pairs axis, which does
+# few seconds each): read it as this machine's answer, not the course's. On the pairs axis, which does
 # not move, the CNN is ahead throughout. Each point of these curves is a moment of a 32-epoch run,
 # not a network trained for that budget: a run planned for fewer minutes anneals its learning rate
 # sooner and may end higher than the curve's point. Both curves flatten as the one-cycle schedule anneals
