@@ -95,6 +95,7 @@ def test_toy_network_ships_and_loads_with_its_checksum(toy_kind, tmp_path, full_
     assert metrics["history"]["validation_accuracy"][0] == metrics["validation_data"]["accuracy"]
     assert abs(metrics["test_accuracy"] - metrics["validation_data"]["accuracy"]) < 0.05  # half precision, other digits
     assert len(metrics["load_average_before"]) == 3 and "/" not in json.dumps(metrics["train_data"])
+    assert metrics["device"] == "cpu"  # train_shipped(device=...), what trained it
     model = capsedu.pretrained("toy", weights_dir=tmp_path)
     assert isinstance(model, ToyNet) and not model.training
     (tmp_path / "toy.pt").write_bytes((tmp_path / "toy.pt").read_bytes()[:-10] + b"0" * 10)
