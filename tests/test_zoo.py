@@ -14,6 +14,7 @@ from capsedu.data.splits import SOURCES
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import WEIGHTS_DIR, available
+from capsedu.data.transforms import on_canvas
 from capsedu.zoo.train import fixed_pairs
 
 pytestmark = pytest.mark.artefacts
@@ -113,6 +114,8 @@ def test_stored_accuracy_is_what_the_stored_weights_score(shared_data, name, all
         assert scores["at_least_one"] == pytest.approx(metrics["test_at_least_one"], abs=1e-4)
         return
     reuse_large_allocations()  # EM routing's large tensors (capsedu.training.hardware)
+    if RECIPES[name].canvas == 40:  # lesson 08's protocol networks: the expanded test set
+        test = on_canvas(test)
     loader = torch.utils.data.DataLoader(test, batch_size=100)
     with torch.inference_mode():
         accuracy = capsedu.evaluate(pretrained(name), loader)["accuracy"]

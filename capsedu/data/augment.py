@@ -35,15 +35,18 @@ def check_limit(name: str, value: float) -> float:
     return require_number(name, value, low=low, high=high)
 
 
-def _inverse_matrix(angle: float, scale: float, shear: float, dx: float, dy: float) -> list[float]:
+def _inverse_matrix(angle: float, scale_x: float, scale_y: float, shear: float, dx: float,
+                    dy: float) -> list[float]:
     r"""torchvision's inverse affine matrix about the centre (``_get_inverse_affine_matrix``):
     where each output pixel samples the input. ``angle`` clockwise in degrees, ``shear`` the
-    x-shear angle in degrees, (``dx``, ``dy``) in pixels."""
+    x-shear angle in degrees, (``dx``, ``dy``) in pixels. With ``scale_x == scale_y`` it is
+    torchvision's; otherwise the scaling diag(``scale_x``, ``scale_y``) comes first (rows of the
+    inverse divided by each)."""
     rot, sx = math.radians(angle), math.radians(shear)
     a, c = math.cos(rot), math.sin(rot)  # with no y-shear, cos(rot - 0) / cos(0) = cos(rot)
     b = -math.cos(rot) * math.tan(sx) - math.sin(rot)
     d = -math.sin(rot) * math.tan(sx) + math.cos(rot)
-    matrix = [x / scale for x in (d, -b, 0.0, -c, a, 0.0)]
+    matrix = [d / scale_x, -b / scale_x, 0.0, -c / scale_y, a / scale_y, 0.0]
     matrix[2] += matrix[0] * -dx + matrix[1] * -dy
     matrix[5] += matrix[3] * -dx + matrix[4] * -dy
     return matrix
@@ -66,20 +69,25 @@ def _resample(images: torch.Tensor, matrices: list[list[float]]) -> torch.Tensor
 def affine(images: torch.Tensor, angles: torch.Tensor, scales: torch.Tensor, shears: torch.Tensor,
            shifts: torch.Tensor) -> torch.Tensor:
     r"""Image ``n`` of ``images`` (N, C, H, W) rotated by ``angles[n]`` degrees (anticlockwise),
-    scaled by ``scales[n]``, sheared (x by ``shears[n]`` times y) and moved by ``shifts[n]`` =
-    (dx, dy) pixels (right, down), about its centre; bilinear, new pixels 0: (N, C, H, W)."""
+    scaled by ``scales[n]`` (one factor, or (x, y) factors when ``scales`` is (N, 2): affNIST's
+    independent horizontal and vertical scaling), sheared (x by ``shears[n]`` times y) and moved
+    by ``shifts[n]`` = (dx, dy) pixels (right, down), about its centre; bilinear, new pixels 0:
+    (N, C, H, W)."""
     require_tensor("images", images, ndim=4, shape="(N, C, H, W)", floating=True)
     n = len(images)
-    for name, value, shape in (("angles", angles, (n,)), ("scales", scales, (n,)),
+    if isinstance(scales, torch.Tensor) and scales.dim() == 1:
+        scales = scales[:, None].expand(-1, 2)  # (N, 2) the same factor in x and y
+    for name, value, shape in (("angles", angles, (n,)), ("scales", scales, (n, 2)),
                                ("shears", shears, (n,)), ("shifts", shifts, (n, 2))):
         if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
-            raise ValueError(f"{name} must be a {shape} tensor, one entry per image, "
+            raise ValueError(f"{name} must be a {shape} tensor, one entry per image"
+                             f"{' (or (N,) for one factor)' if name == 'scales' else ''}, "
                              f"got {getattr(value, 'shape', value)}")
     if not (scales > 0).all():
         raise ValueError("scales must all be > 0")
-    matrices = [_inverse_matrix(-float(angle), float(scale), math.degrees(math.atan(float(shear))),
-                                float(dx), float(dy))
-                for angle, scale, shear, (dx, dy) in zip(angles, scales, shears, shifts.tolist())]
+    matrices = [_inverse_matrix(-float(angle), sx, sy, math.degrees(math.atan(float(shear))), dx, dy)
+                for angle, (sx, sy), shear, (dx, dy) in zip(angles, scales.tolist(), shears,
+                                                           shifts.tolist())]
     return _resample(images, matrices)
 
 

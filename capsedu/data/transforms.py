@@ -15,21 +15,34 @@ large shifts and scales).
   shift of up to ``max_shift`` pixels. Unlike the real affNIST (Tieleman 2013: 40x40 images,
   other digits and ranges drawn per axis, not downloadable here), the digits stay on a 28x28
   crop. A learner with the real affNIST files can evaluate on them the same way: resize or crop
-  them to 28x28 and wrap them in :class:`MNISTData`.
+  them to 28x28 and wrap them in :class:`MNISTData`;
+* :func:`on_canvas` - the paper's "expanded" 40x40 set (Section 5.2): each digit placed at a
+  random position (seeded) on a black 40x40 canvas, exactly as the 40x40 networks were trained;
+* :func:`affnist_like_40` - affNIST-like 40x40 images: each digit rotated, sheared and scaled
+  (independently in x and y) by its own random amounts from :data:`AFFNIST_RANGES`, then moved
+  anywhere its ink stays inside the canvas; ``parts`` keeps some of the four transformations
+  only (the same draws), for the per-transformation breakdown.
 
 Shape legend:
-    N      images;  C, H, W  channels (1), height and width (28)
+    N      images;  C, H, W  channels (1), height and width (28, or 40 on the canvas)
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from capsedu.data.augment import affine, check_limit
-from capsedu.data.mnist import MNISTData
+from capsedu.data.mnist import MNISTData, random_shift, translate
 
 CANVAS = 40
 ROTATIONS = tuple(range(-60, 61, 15))
+# affNIST's ranges as TensorFlow Federated's affNIST-like transform states them ("approximately
+# equivalent to the one described at https://www.cs.toronto.edu/~tijmen/affNIST/"): rotation
+# within +-20 degrees, shear factor within +-0.2, each axis scaled by 0.8-1.25 (log-uniform)
+AFFNIST_RANGES = {"rotation": 20.0, "shear": 0.2, "scale": (0.8, 1.25)}
+PARTS = ("rotation", "shear", "scale", "translation")
 
 
 def _canvas(images: torch.Tensor) -> torch.Tensor:
@@ -98,3 +111,75 @@ def affnist_like(data: MNISTData, *, seed: int = 0, max_shift: int = 2) -> MNIST
     out = _affine(canvas, angle, scale, shear, shifts.float())  # (N, C, 40, 40)
     return MNISTData(_crop(out.clamp_(0, 1)), data.labels,
                      f"{data.source}, affNIST-like (seed {seed})")
+
+
+def _require_data(data: MNISTData) -> MNISTData:
+    if not isinstance(data, MNISTData):
+        raise TypeError(f"data must be an MNISTData (capsedu.load_mnist), got {type(data).__name__}")
+    return data
+
+
+def on_canvas(data: MNISTData, *, seed: int = 0) -> MNISTData:
+    r"""Each 28x28 digit of ``data`` placed at a random position on a black 40x40 canvas (its
+    frame moved by up to 6 pixels each way from the centre, uniformly, seeded): the paper's
+    "padded and translated MNIST", the training and expanded test images of Section 5.2."""
+    canvas = _canvas(_require_data(data).images)  # (N, C, 40, 40)
+    placed = random_shift(canvas, (CANVAS - 28) // 2, torch.Generator().manual_seed(seed))
+    return MNISTData(placed, data.labels, f"{data.source}, placed on a 40x40 canvas (seed {seed})")
+
+
+def _ink_box(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Each image's first and last column and row with ink: (N, 2) as (x, y) each."""
+    ink = images.sum(dim=1) > 0  # (N, H, W)
+    cols, rows = ink.any(dim=1), ink.any(dim=2)  # (N, W), (N, H)
+    side = torch.arange(images.shape[-1])
+    first = torch.stack([torch.where(cols, side, CANVAS).amin(1), torch.where(rows, side, CANVAS).amin(1)], 1)
+    last = torch.stack([torch.where(cols, side, -1).amax(1), torch.where(rows, side, -1).amax(1)], 1)
+    empty = first > last  # an image without ink stays where it is
+    return first.masked_fill(empty, 0), last.masked_fill(empty, CANVAS - 1)
+
+
+def _draw_affine(n: int, seed: int) -> dict[str, torch.Tensor]:
+    r"""Each image's amounts from :data:`AFFNIST_RANGES` (float64, seeded, in a fixed order)."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def uniform(low: float, high: float, *shape: int) -> torch.Tensor:
+        return torch.empty(n, *shape, dtype=torch.float64).uniform_(low, high, generator=generator)
+
+    low, high = AFFNIST_RANGES["scale"]
+    return {"angle": uniform(-AFFNIST_RANGES["rotation"], AFFNIST_RANGES["rotation"]),
+            "shear": uniform(-AFFNIST_RANGES["shear"], AFFNIST_RANGES["shear"]),
+            "scale": uniform(math.log(low), math.log(high), 2).exp(),  # (N, 2) x and y
+            "position": uniform(0.0, 1.0, 2)}  # (N, 2) where in its free room each digit goes
+
+
+def affnist_like_40(data: MNISTData, *, seed: int = 0, parts: tuple[str, ...] = PARTS,
+                    max_move: int | None = None) -> MNISTData:
+    r"""Each digit of ``data`` on a 40x40 canvas under its own affNIST-like transformation
+    (seeded): rotated, sheared and scaled about its centre (bilinear), then moved to a random
+    place where all its ink stays on the canvas - or, with ``max_move``, by at most that many
+    pixels each way (the same draws, scaled down). ``parts`` (a subset of :data:`PARTS`) keeps
+    only those transformations, with the same draws; ``()`` leaves each digit centred."""
+    _require_data(data)
+    if max_move is not None:
+        check_limit("shift", max_move)
+    unknown = set(parts) - set(PARTS)
+    if not isinstance(parts, tuple) or unknown:
+        raise ValueError(f"parts must be a tuple of names from {PARTS}, got {parts!r}")
+    canvas = _canvas(data.images)  # (N, C, 40, 40)
+    n, amounts = len(canvas), _draw_affine(len(canvas), seed)
+    zero = torch.zeros(n, dtype=torch.float64)
+    moved = affine(canvas, amounts["angle"] if "rotation" in parts else zero,
+                   amounts["scale"] if "scale" in parts else torch.ones(n, 2, dtype=torch.float64),
+                   amounts["shear"] if "shear" in parts else zero,
+                   torch.zeros(n, 2)).clamp_(0, 1)  # (N, C, 40, 40)
+    if "translation" in parts:
+        first, last = _ink_box(moved)  # (N, 2), (N, 2)
+        low, high = -first, CANVAS - 1 - last  # (N, 2) each: the moves that keep the ink on
+        if max_move is not None:
+            low, high = low.clamp(min=-int(max_move)), high.clamp(max=int(max_move))
+        room = high - low  # (N, 2)
+        offsets = low + (amounts["position"] * (room + 1)).floor().long().clamp(max=room)  # (N, 2)
+        moved = translate(moved, offsets)  # (N, C, 40, 40)
+    described = ("+".join(parts) or "centred") + (f", moves within {max_move} px" if max_move is not None else "")
+    return MNISTData(moved, data.labels, f"{data.source}, affNIST-like 40x40 ({described}, seed {seed})")

@@ -41,6 +41,11 @@ class Recipe:
     lr: float = 2e-3
     lr_schedule: str = "onecycle"
     max_shift: int = 2
+    # 40: every digit padded to a black 40x40 canvas before the shift (with max_shift 6 it lands
+    # anywhere on it: the paper's "padded and translated MNIST", Section 5.2); validated and
+    # tested on digits placed the same way (capsedu.data.transforms.on_canvas), and after every
+    # epoch also on affNIST-like validation digits (affnist_like_40)
+    canvas: int = 28
     # each training digit also rotated within +-max_angle degrees and scaled within 1 +- max_scale
     # about its centre (capsedu.data.augment.random_warp), before the shift; 0: neither
     max_angle: float = 0.0
@@ -90,6 +95,15 @@ RECIPES: dict[str, Recipe] = {
     # the margin ramped over one (97.40 %) - are in capsedu/zoo/studies/tries.json
     "em": Recipe(kind="em", config=MatrixCapsConfig(beta_a_logit_units=True).to_dict(),
                  objective=SpreadObjective(ramp_epochs=2).to_dict(), epochs=5, batch_size=16, lr=2e-3),
+    # lesson 08's robustness protocol (Sabour et al. 2017, Section 5.2): the CapsNet and a CNN with
+    # max-pooling and dropout and about as many parameters (3.9 M and 3.5 M), trained on the
+    # 55,000 training digits each placed anywhere on a black 40x40 canvas, the same epochs each,
+    # on an NVIDIA H200 lent for one session; the study (benchmarks/affnist_study.py) measures
+    # them on the expanded and the affNIST-like test sets
+    "capsnet40": Recipe(kind="capsnet", config=dataclasses.replace(CapsNetConfig.cpu(), image_size=40).to_dict(),
+                        objective=MarginObjective().to_dict(), epochs=16, max_shift=6, canvas=40),
+    "cnn40": Recipe(kind="cnn", config=CNNConfig.cpu(image_size=40).to_dict(),
+                    objective=CrossEntropyObjective().to_dict(), epochs=16, max_shift=6, canvas=40),
     # lesson 12: Efficient-CapsNet, the paper's MNIST network (161,824 parameters + decoder)
     "efficient": Recipe(kind="efficient", config=EfficientCapsConfig().to_dict(),
                         objective=MarginObjective().to_dict(), epochs=4, lr=3e-3),

@@ -38,6 +38,7 @@ from capsedu.data.files import file_sha256
 from capsedu.data.mnist import MNISTData, batch_loader, random_shift
 from capsedu.data.multimnist import MULTIMNIST_TEST, MULTIMNIST_VALIDATION, FreshPairs, MultiMNIST
 from capsedu.data.splits import load_split
+from capsedu.data.transforms import CANVAS, affnist_like_40, on_canvas
 from capsedu.nets.registry import build_network
 from capsedu.training.checkpoint import load_checkpoint, save_checkpoint
 from capsedu.training.hardware import reuse_large_allocations
@@ -80,6 +81,7 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
     before training), else built here: equal recipes give equal runs.
     """
     model = recipe_network(recipe) if model is None else model
+    train_data = padded(train_data, recipe.canvas)
     generator = torch.Generator().manual_seed(recipe.seed)
     augment: Callable[[torch.Tensor], torch.Tensor] | None = None
     batches: Iterable = batch_loader(train_data, recipe.batch_size, generator)
@@ -92,6 +94,21 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
                   device=device, lr=recipe.lr, lr_schedule=recipe.lr_schedule, augment=augment,
                   precision=recipe.precision, on_epoch_end=on_epoch_end, progress=progress)
     return model, history
+
+
+def _check_canvas(canvas: int) -> int:
+    if canvas not in (28, CANVAS):
+        raise ValueError(f"recipe.canvas must be 28 or {CANVAS}, got {canvas!r}")
+    return canvas
+
+
+def padded(digits: MNISTData, canvas: int) -> MNISTData:
+    r"""``digits`` centred on a black ``canvas`` x ``canvas`` image (28: unchanged)."""
+    if _check_canvas(canvas) == digits.images.shape[-1]:
+        return digits
+    pad = (canvas - digits.images.shape[-1]) // 2
+    return MNISTData(torch.nn.functional.pad(digits.images, [pad] * 4), digits.labels,  # (N, C, 40, 40)
+                     f"{digits.source}, padded to {canvas}x{canvas}")
 
 
 def _augmentation(recipe: Recipe) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -127,6 +144,13 @@ def record_accuracy(model: torch.nn.Module, data: MNISTData | MultiMNIST, key: s
         if report is not None:
             report(f"epoch {epoch}: train {history['train_accuracy'][-1]:.2%}, {key.replace('_', ' ')} "
                    f"{accuracy:.2%}, {sum(history['train_seconds']):.0f} s of training")
+    return callback
+
+
+def each_of(callbacks: list[EpochCallback]) -> EpochCallback:
+    r"""One ``on_epoch_end`` callback calling each of ``callbacks``; it stops training when one asks."""
+    def callback(epoch: int, history: dict) -> bool:
+        return any([bool(c(epoch, history)) for c in callbacks])  # a list: every callback runs
     return callback
 
 
@@ -179,7 +203,8 @@ def _metrics(name: str, recipe: Recipe, path: Path, history: dict, data: dict[st
         "tries": _tries(name, tries),
         "history": {k: history[k] for k in ("epoch", "train_loss", "train_accuracy", "lr", "precision",
                                              "train_seconds", "train_cpu_seconds",
-                                             "validation_accuracy") if k in history},
+                                             "validation_accuracy", "validation_affnist_accuracy")
+                    if k in history},
     }
 
 
@@ -204,6 +229,9 @@ def recipe_data(recipe: Recipe, data_root: str | os.PathLike | None = None) -> d
     if recipe.pairs:
         data["validation"] = fixed_pairs(data["validation"], recipe, MULTIMNIST_VALIDATION)
         data["test"] = fixed_pairs(data["test"], recipe)
+    if _check_canvas(recipe.canvas) == CANVAS:
+        data["validation_affnist"] = affnist_like_40(data["validation"])
+        data["validation"], data["test"] = on_canvas(data["validation"]), on_canvas(data["test"])
     return data
 
 
@@ -218,9 +246,12 @@ def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHT
     data = recipe_data(recipe, data_root)
     model = recipe_network(recipe)
     loads = [_load_average()]
+    callbacks = [record_accuracy(model, data["validation"], report=report, device=device)]
+    if "validation_affnist" in data:
+        callbacks.append(record_accuracy(model, data["validation_affnist"], "validation_affnist_accuracy",
+                                         report=report, device=device))
     model, history = train_recipe(recipe, data["train"], model=model, progress=progress, device=device,
-                                  on_epoch_end=record_accuracy(model, data["validation"], report=report,
-                                                               device=device))
+                                  on_epoch_end=each_of(callbacks))
     loads.append(_load_average())
     checkpoint, json_path = shipped_paths(name, out_dir)
     save_checkpoint(checkpoint, model, objective=recipe_objective(recipe), history=history,
