@@ -37,6 +37,8 @@ NETWORKS = {  # name: what it is, in the README's words
     "em": "matrix capsules with EM routing (Hinton et al. 2018), A, B, C, D = 64, 8, 16, 16",
     "multimnist": "CapsNet on two overlapping digits (36 × 36, the paper's §6)",
     "multimnist_cnn": "the CNN on the same pairs (one sigmoid per class)",
+    "capsnet40": "the CapsNet at 40 × 40 input, trained on digits placed anywhere on the canvas (the paper's §5.2)",
+    "cnn40": "the CNN at 40 × 40 input, the same recipe",
 }
 
 
@@ -75,6 +77,10 @@ def table(weights: Path = WEIGHTS_DIR) -> str:
     on_cpu = {name: record for name, record in found.items() if record.get("device", "cpu") == "cpu"}
     cpus = sorted({record.get("cpu", "an unrecorded CPU") for record in on_cpu.values()})
     notes = "".join(f" `{name}`: {record['note']}" for name, record in found.items() if record.get("note"))
+    canvas = [f"`{name}`" for name, record in found.items() if record["recipe"].get("canvas", 28) != 28]
+    if canvas:
+        notes += (f" {' and '.join(canvas)}: validation and test digits placed on the 40 × 40 canvas as "
+                  f"in training (the paper's expanded test set).")
     lines.append(f"\nAccuracies ± their binomial standard error (`capsedu.standard_error`); for the "
                  f"MultiMNIST networks, the share of the fixed test pairs with both digits right. "
                  f"Trained on {', '.join(cpus)}, 2 cores, one training at a time, unless a GPU is named "

@@ -10,7 +10,9 @@ Shipped names: ``"capsnet"`` (the CPU-configuration CapsNet of lessons 03-07, th
 ``"cnn"`` (lesson 08's baseline CNN, trained by the same recipe on the same images), and for
 lesson 09's MultiMNIST ``"multimnist"`` (the CPU CapsNet on 36 x 36 pairs) and
 ``"multimnist_cnn"`` (the CNN with a sigmoid per class, on the same pairs), lesson 11's
-``"em"`` (matrix capsules with EM routing) and lesson 12's ``"efficient"`` (Efficient-CapsNet).
+``"em"`` (matrix capsules with EM routing), lesson 12's ``"efficient"`` (Efficient-CapsNet), and
+for lesson 08's run of the paper's Section 5.2 protocol ``"capsnet40"`` and ``"cnn40"`` (both at
+40 x 40 input, trained on digits placed anywhere on that canvas).
 
 ``capsedu/zoo/studies/`` holds the results of experiments run on the shipped recipes with the
 scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons print with

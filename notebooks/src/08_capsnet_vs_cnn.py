@@ -39,15 +39,18 @@
 #   against the paper's, knowing which protocol differs;
 # - test **equivariance** on trained networks: follow the winning capsule's pose vector, its
 #   length and its reconstruction while a digit turns, and compare with the CNN's features;
+# - run the paper's **own robustness protocol** (40 × 40 translated training, an affNIST-like
+#   test) and read its per-transformation breakdown and its accuracy-against-accuracy curve;
 # - use the **transform explorer** (`capsedu.explore.transform_explorer`).
 #
 # ## Prerequisites and time
 #
 # Lessons 00 (pose and pooling), 05 (the decoder), 06 (training, the shipped recipe) and 07
-# (exploring capsules). About 45 minutes, of which the computations take a few minutes on two
-# CPU cores: both networks are shipped (`capsedu.pretrained("capsnet")`, `capsedu.pretrained("cnn")`),
-# so nothing is trained here. The full table over all 10,000 test images comes from
-# `benchmarks/robustness.py`; the lesson re-measures part of it live.
+# (exploring capsules). About an hour, of which the computations take a few minutes on two CPU
+# cores: all four networks are shipped (`capsedu.pretrained("capsnet")`, `capsedu.pretrained("cnn")`,
+# and for the paper's protocol `"capsnet40"` and `"cnn40"`), so nothing is trained here. The full
+# tables over all 10,000 test images come from `benchmarks/robustness.py` and
+# `benchmarks/affnist_study.py`; the lesson re-measures part of them live.
 
 # %%
 # %matplotlib inline
@@ -345,7 +348,9 @@ for name, row in table.items():
 # A CapsNet's routing-by-agreement is a claim about viewpoint; this measurement is one honest data
 # point at this size, data and training length: small CapsNet leads on turned and rescaled digits,
 # in the paper's direction but far from its 79 % against 66 %, larger CNN leads on digits shifted
-# beyond training, and a tie on the affNIST-like set — not a verdict on capsules.
+# beyond training, and a tie on the affNIST-like set — not a verdict on capsules. The first two
+# differences in the list above, the training data and the test set, are removed in the section
+# *The paper's own experiment* below, which runs the paper's protocol.
 #
 # The live measurement above used a sample; the table used every test image. They should agree
 # within the sample's error: on 2,000 images its standard error is 0.7 points at 90 % accuracy
@@ -355,6 +360,140 @@ for name, row in table.items():
 for name, key in (("CapsNet", "capsnet"), ("CNN", "cnn")):
     gaps = [100 * (live_accuracy[name][k] - table[f"rotation {a:+d}°"][key]) for k, a in enumerate(ROTATIONS)]
     print(f"{name}: live minus full table, per angle (points): " + " ".join(f"{g:+.1f}" for g in gaps))
+
+# %% [markdown]
+# ## The paper's own experiment: 40 × 40 translated training, an affNIST-like test
+#
+# Everything above used networks trained on 28 × 28 digits shifted by up to two pixels. Section 5.2
+# of the paper trained differently: "a CapsNet and a traditional convolutional network (with
+# MaxPooling and DropOut) on a padded and translated MNIST training set, in which each example is
+# an MNIST digit placed randomly on a black background of 40 × 40 pixels", stopped both when they
+# were about equally accurate on that expanded test set (99.23 % and 99.22 %), and tested them on
+# affNIST. Here is that protocol, run on the course's networks:
+#
+# - **training**: the 55,000 training digits, each placed at a random position on a black 40 × 40
+#   canvas (its 28 × 28 frame moved by up to 6 pixels each way, fresh every epoch), nothing else;
+#   the shipped `capsnet40` (the course's CapsNet at 40 × 40 input) and `cnn40` (the course's CNN,
+#   with max-pooling and dropout, of about the same size), the same recipe for both, 16 epochs;
+# - **the expanded test**: the 10,000 test digits placed the same way (`capsedu.data.transforms.on_canvas`);
+# - **the affNIST-like test**: the real affNIST is not on these machines, so
+#   `capsedu.data.transforms.affnist_like_40` makes one from the test digits, seeded and identical
+#   on every machine: each digit rotated within ±20°, sheared (x += s · y, |s| ≤ 0.2), scaled
+#   independently in x and y by 0.8–1.25, then moved to a random place on the 40 × 40 canvas where
+#   all its ink stays on it. These ranges are those that TensorFlow Federated's affNIST-like
+#   transform states as "approximately equivalent" to the affNIST page's
+#   (<https://www.cs.toronto.edu/~tijmen/affNIST/>, whose own table could not be read here); the
+#   translation follows the page's description — "significant translations", a digit "in the upper
+#   right corner" as well as "in the lower left corner" — which is exactly where this test is
+#   least certain to match the real set.
+#
+# Both networks were trained on an NVIDIA H200 lent to the course for one session (their records
+# say so, with the minutes each took, printed below); `python -m capsedu.zoo.train capsnet40 cnn40`
+# trains them again on any machine.
+
+# %%
+from capsedu.data.transforms import AFFNIST_RANGES, affnist_like_40, on_canvas  # noqa: E402
+
+networks40 = {"CapsNet": capsedu.pretrained("capsnet40"), "CNN": capsedu.pretrained("cnn40")}
+for name, key in (("CapsNet", "capsnet40"), ("CNN", "cnn40")):
+    parameters = sum(p.numel() for p in networks40[name].parameters())
+    print(f"{name:8s} {parameters:>10,} parameters; {capsedu.shipped_summary(key)}")
+print("affNIST-like ranges:", AFFNIST_RANGES)
+expanded_live, affnist_live = on_canvas(live), affnist_like_40(live)
+image_rows({"expanded": expanded_live.images[:10], "affNIST-like": affnist_live.images[:10]},
+           title="the same ten test digits: placed as in training, and affNIST-like (40 × 40)")
+
+# %% [markdown]
+# Live, on the sample of the test split used above:
+
+# %%
+for set_name, data in (("expanded", expanded_live), ("affNIST-like", affnist_live)):
+    scores = {name: float((capsedu.predict(model, data.images) == data.labels).float().mean())
+              for name, model in networks40.items()}
+    print(f"{set_name:13s} CapsNet {scores['CapsNet']:.2%}, CNN {scores['CNN']:.2%}; "
+          + capsedu.compare_accuracies("CapsNet", scores["CapsNet"], len(data), "CNN", scores["CNN"], len(data)))
+
+# %% [markdown]
+# On every test image (`benchmarks/affnist_study.py` wrote `affnist40`), with the affNIST-like
+# transformations also one at a time — the same random draws, the others switched off — and twice
+# more with the moves limited to the 6 pixels the training digits moved:
+
+# %%
+affnist40 = study("affnist40")
+n40 = affnist40["images"]
+print(f"{n40:,} test images ({affnist40['source']})")
+for set_name, row in affnist40["accuracy"].items():
+    print(f"{set_name:32s} CapsNet {row['capsnet40']:7.2%}  CNN {row['cnn40']:7.2%}   "
+          + capsedu.compare_accuracies("CapsNet", row["capsnet40"], n40, "CNN", row["cnn40"], n40))
+
+# %% [markdown]
+# Beside the published numbers (each from its source; "expanded" is the 40 × 40 translated test):
+
+# %%
+published = [  # (who, test set, CapsNet expanded, CNN expanded, CapsNet affNIST, CNN affNIST)
+    ("Sabour et al. 2017, Section 5.2", "real affNIST", 99.23, 99.22, 79.0, 66.0),
+    ("shinseung428/CapsNet_Tensorflow, README", "real affNIST", None, None, 75.89, 61.70),
+    ("cybertronai/hinton-problems, affnist", "synthetic, ±4 px", 90.45, 92.9, 85.5, 87.5),
+]
+ours = affnist40["accuracy"]
+published.append(("this course (measured above)", "affNIST-like, moves anywhere",
+                  100 * ours["expanded"]["capsnet40"], 100 * ours["expanded"]["cnn40"],
+                  100 * ours["affNIST-like"]["capsnet40"], 100 * ours["affNIST-like"]["cnn40"]))
+print(f"{'':40s} {'test set':30s} {'expanded':>15s}   {'affNIST':>13s}")
+print(f"{'':40s} {'':30s} {'CapsNet':>7s} {'CNN':>7s}   {'CapsNet':>7s} {'CNN':>5s}")
+for who, test_set, *values in published:
+    print(f"{who:40s} {test_set:30s} " + " ".join("    n/a" if v is None else f"{v:7.2f}" for v in values))
+
+# %% [markdown]
+# The same question at every epoch: each point is one epoch of training, its accuracy on the
+# expanded validation digits (5,000 training digits the networks never learned from) against its
+# accuracy on affNIST-like versions of them. Two seeds per network (the second trained by
+# `python -m capsedu.zoo.train capsnet40 cnn40 --seed 1`) show how much a run varies:
+
+# %%
+fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
+for (net, runs), colour, marker in zip(affnist40["runs"].items(), ("C0", "C1"), ("o", "s")):
+    for run in runs:
+        ax.plot([100 * a for a in run["validation"]], [100 * a for a in run["validation_affnist"]],
+                marker=marker, color=colour, alpha=1.0 if run["seed"] == 0 else 0.45,
+                label=f"{'CapsNet' if net == 'capsnet40' else 'CNN'}, seed {run['seed']}")
+ax.axvline(99.23, color="grey", lw=0.8, ls=":")
+ax.text(99.2, 61, "paper's stop\n(99.23 %)", ha="right", fontsize=9, color="grey")
+ax.set(xlabel="expanded validation accuracy (%)", ylabel="affNIST-like validation accuracy (%)",
+       xlim=(94, 99.7), ylim=(60, 95), title="affNIST-like against clean accuracy, one point per epoch")
+ax.grid(alpha=0.3)
+ax.legend(loc="upper left")
+plt.show()
+for net, runs in affnist40["runs"].items():
+    last = [f"seed {r['seed']}: {r['validation'][-1]:.2%} expanded, {r['validation_affnist'][-1]:.2%} affNIST-like"
+            for r in runs]
+    print(f"{net:10s} last epoch on validation — " + "; ".join(last))
+
+# %% [markdown]
+# **With the paper's protocol, the CNN is the more robust network here, and by a wide margin.**
+# Both networks reach the same accuracy on the expanded test (a tie, as the paper's pair did), but
+# on the affNIST-like set the CNN is ahead by about nine points, far beyond two standard errors,
+# and the curve shows it at every epoch: at any clean accuracy both reach, the CNN's points sit
+# higher, and a second seed of each lands within a few tenths of a point of the first. The
+# breakdown says where the gap comes from: **translation**. Rotated, sheared or rescaled alone,
+# the two networks tie or nearly so (the CNN's lead on rotation sits right at two standard
+# errors), but when the digits move anywhere on the canvas — further than the 6 pixels of
+# training — the CapsNet loses about as much as on the whole affNIST-like set, and the CNN much
+# less. Limit those moves to the training range and the two tie again, on translation alone and
+# on all four transformations together.
+#
+# This is the other side of the 28 × 28 result earlier in this lesson: there, too, the CNN led on
+# digits shifted beyond the training range, and the CapsNet's small leads were on turns and
+# scales; with 4,000 training digits the CNN led more widely still. It is also what the synthetic
+# reproduction above found (a CNN lead, with smaller networks and milder moves), while the two
+# studies that tested on the real affNIST found the paper's direction. So our setting resembles
+# the synthetic one: what it cannot tell is whether the real affNIST's digits move as far as ours
+# (if they stay nearer the centre, the last two rows above are the better guide, and there the
+# networks tie), and it uses the course's narrower CapsNet (8 primary capsule types, not 32)
+# trained to its last epoch rather than stopped early. A likely reason for the translation gap,
+# not tested here: the CapsNet learns a separate transformation matrix W for every primary capsule
+# *position*, so a digit moved where training rarely put ink sends its votes through matrices
+# that training hardly shaped, while the CNN applies the same shared, pooled filters everywhere.
 
 # %% [markdown]
 # ## Explore
@@ -679,6 +818,8 @@ for angle in turn.tolist():
 # - A linear probe compares representations of different sizes fairly: it asks each how well a
 #   straight line reads the angle of a turned digit off it. The decoder shows the same from the
 #   other side: whether a turned digit comes back turned.
+# - With the paper's own protocol (40 × 40 translated training, an affNIST-like test), the CNN is
+#   the more robust network here: the whole gap comes from moves beyond the training range.
 # - Report what you measure, with the protocol beside it - including when it disagrees with the
 #   paper.
 
