@@ -11,10 +11,10 @@ import capsedu
 from capsedu import CapsNet, CheckpointError, load_mnist, pretrained, pretrained_metrics
 from capsedu.data.files import file_sha256
 from capsedu.data.splits import SOURCES
+from capsedu.data.transforms import on_canvas
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import WEIGHTS_DIR, available
-from capsedu.data.transforms import on_canvas
 from capsedu.zoo.train import fixed_pairs
 
 pytestmark = pytest.mark.artefacts

@@ -11,7 +11,8 @@ large shifts and scales).
 * :func:`transform_images` - one transformation for a whole batch;
 * :func:`transformed_set` - a test split under one transformation, as an :class:`MNISTData`;
 * :func:`affnist_like` - every image under its own random affine transformation drawn (seeded)
-  from affNIST's ranges: rotation within ±20°, shear within ±0.2, scale within 0.8-1.2, plus a
+  from ranges close to affNIST's: rotation within ±20°, shear within ±0.2, one scale within
+  0.8-1.2 for both axes (:func:`affnist_like_40` scales each axis, as affNIST does), plus a
   shift of up to ``max_shift`` pixels. Unlike the real affNIST (Tieleman 2013: 40x40 images,
   other digits and ranges drawn per axis, not downloadable here), the digits stay on a 28x28
   crop. A learner with the real affNIST files can evaluate on them the same way: resize or crop
