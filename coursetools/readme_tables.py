@@ -39,6 +39,8 @@ NETWORKS = {  # name: what it is, in the README's words
     "multimnist_cnn": "the CNN on the same pairs (one sigmoid per class)",
     "capsnet40": "the CapsNet at 40 × 40 input, trained on digits placed anywhere on the canvas (the paper's §5.2)",
     "cnn40": "the CNN at 40 × 40 input, the same recipe",
+    "fashion_capsnet": "the CapsNet (`CapsNetConfig.cpu()`) on Fashion-MNIST (Xiao et al. 2017)",
+    "fashion_cnn": "the CNN on Fashion-MNIST, the same recipe",
 }
 
 
@@ -62,7 +64,8 @@ def row(name: str, record: dict[str, Any]) -> str:
     load = f"{record['load_average_before'][0]:.1f} → {record['load_average_after'][0]:.1f}"
     device = record.get("device", "cpu")
     where = f"(load {load})" if device == "cpu" else f"on an {device.split(': ', 1)[-1]}"
-    return (f"| `{name}` | {NETWORKS[name]} | {parameters / 1e6:.2f} M | {train['images']:,} digits "
+    what = "images" if record["recipe"].get("dataset") == "fashion" else "digits"
+    return (f"| `{name}` | {NETWORKS[name]} | {parameters / 1e6:.2f} M | {train['images']:,} {what} "
             f"({record['epochs']} epoch{'s' * (record['epochs'] != 1)}) | {with_error(validation.get('accuracy'), validation.get('images', 0))} | "
             f"{with_error(record['test_accuracy'], record['test_data']['images'])} | {minutes:.1f} min, "
             f"{record['train_images_per_second']:,.0f} {unit} {where} |")

@@ -1,5 +1,6 @@
 """Lesson 08's protocol: digits placed on a 40x40 canvas, the affNIST-like 40x40 test set, the
-independent x and y scaling under it, and the 40x40 recipes' data."""
+independent x and y scaling under it, the 40x40 recipes' data; and recipes read the dataset they
+name (MNIST or Fashion-MNIST)."""
 
 import dataclasses
 
@@ -115,3 +116,16 @@ def test_padded_and_the_40x40_recipes(monkeypatch):
         "train": 28, "validation": 40, "test": 40, "validation_affnist": 40}
     assert "placed on a 40x40 canvas" in sets["test"].source
     assert set(recipe_data(dataclasses.replace(RECIPES["capsnet40"], canvas=28))) == {"train", "validation", "test"}
+
+
+def test_a_recipe_reads_the_dataset_it_names(monkeypatch):
+    read = []
+    monkeypatch.setattr("capsedu.zoo.train.load_split", lambda split, root=None, **kw: read.append(("mnist", split)) or _digits(4))
+    monkeypatch.setattr("capsedu.zoo.train.load_fashion_mnist",
+                        lambda split, root=None, **kw: read.append(("fashion", split)) or _digits(4))
+    recipe_data(RECIPES["fashion_capsnet"])
+    recipe_data(RECIPES["capsnet"])
+    assert read == [("fashion", s) for s in ("train", "validation", "test")] + [
+        ("mnist", s) for s in ("train", "validation", "test")]
+    with pytest.raises(ValueError, match="recipe.dataset must be one of"):
+        recipe_data(dataclasses.replace(RECIPES["capsnet"], dataset="cifar"))

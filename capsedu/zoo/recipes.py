@@ -33,6 +33,8 @@ class Recipe:
     training objective (:func:`capsedu.training.objectives.objective_from_dict`), as plain dicts."""
 
     kind: str
+    # "mnist", or "fashion": Fashion-MNIST (capsedu.data.fashion_mnist), split the same way
+    dataset: str = "mnist"
     config: dict[str, Any] = field(default_factory=dict)
     objective: dict[str, Any] = field(default_factory=dict)
     train_data: str = "train"  # capsedu.data.splits: the 55,000 official training images without the offline subset
@@ -105,6 +107,12 @@ RECIPES: dict[str, Recipe] = {
                         objective=MarginObjective().to_dict(), epochs=16, max_shift=6, canvas=40),
     "cnn40": Recipe(kind="cnn", config=CNNConfig.cpu(image_size=40).to_dict(),
                     objective=CrossEntropyObjective().to_dict(), epochs=16, max_shift=6, canvas=40),
+    # lesson 13: the CapsNet and its CNN on Fashion-MNIST, MNIST's recipes otherwise unchanged (no
+    # search on validation yet); the CapsNet gets twice the CNN's epochs, what one session fitted
+    "fashion_capsnet": Recipe(kind="capsnet", dataset="fashion", config=CapsNetConfig.cpu().to_dict(),
+                              objective=MarginObjective().to_dict(), epochs=30),
+    "fashion_cnn": Recipe(kind="cnn", dataset="fashion", config=CNNConfig.cpu().to_dict(),
+                          objective=CrossEntropyObjective().to_dict(), epochs=15),
     # lesson 12: Efficient-CapsNet, the paper's MNIST network (161,824 parameters + decoder)
     "efficient": Recipe(kind="efficient", config=EfficientCapsConfig().to_dict(),
                         objective=MarginObjective().to_dict(), epochs=4, lr=3e-3),

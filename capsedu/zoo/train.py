@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from capsedu.data.augment import random_warp
+from capsedu.data.fashion_mnist import load_fashion_mnist
 from capsedu.data.files import file_sha256
 from capsedu.data.mnist import MNISTData, batch_loader, random_shift
 from capsedu.data.multimnist import MULTIMNIST_TEST, MULTIMNIST_VALIDATION, FreshPairs, MultiMNIST
@@ -221,10 +222,18 @@ def _cpu() -> str:
                 platform.processor() or "unknown processor")
 
 
+def _loader(dataset: str) -> Callable[..., MNISTData]:
+    r"""The function loading ``dataset``'s splits: MNIST's or Fashion-MNIST's."""
+    loaders = {"mnist": load_split, "fashion": load_fashion_mnist}
+    if dataset not in loaders:
+        raise ValueError(f"recipe.dataset must be one of {sorted(loaders)}, got {dataset!r}")
+    return loaders[dataset]
+
+
 def recipe_data(recipe: Recipe, data_root: str | os.PathLike | None = None) -> dict[str, Any]:
     r"""The recipe's three sets: ``train`` digits, ``validation`` and ``test`` (digits, or for a
     pairs recipe the fixed pairs drawn from them)."""
-    data: dict[str, Any] = {split: load_split(split, data_root, download=split != "validation")
+    data: dict[str, Any] = {split: _loader(recipe.dataset)(split, data_root, download=split != "validation")
                             for split in ("train", "validation", "test")}
     if recipe.pairs:
         data["validation"] = fixed_pairs(data["validation"], recipe, MULTIMNIST_VALIDATION)
