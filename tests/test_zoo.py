@@ -14,9 +14,9 @@ from capsedu.data.files import DataFileError, file_sha256
 from capsedu.data.splits import SOURCES
 from capsedu.data.transforms import on_canvas
 from capsedu.training.hardware import reuse_large_allocations
+from capsedu.zoo.data import fixed_pairs
 from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import WEIGHTS_DIR, available
-from capsedu.zoo.train import fixed_pairs
 
 pytestmark = pytest.mark.artefacts
 

@@ -34,12 +34,9 @@ from typing import Any
 import torch
 
 from capsedu.data.augment import random_warp
-from capsedu.data.fashion_mnist import load_fashion_mnist
 from capsedu.data.files import file_sha256
 from capsedu.data.mnist import MNISTData, batch_loader, random_shift
-from capsedu.data.multimnist import MULTIMNIST_TEST, MULTIMNIST_VALIDATION, FreshPairs, MultiMNIST
-from capsedu.data.splits import load_split
-from capsedu.data.transforms import CANVAS, affnist_like_40, on_canvas
+from capsedu.data.multimnist import FreshPairs, MultiMNIST
 from capsedu.nets.registry import build_network
 from capsedu.training.checkpoint import load_checkpoint, save_checkpoint
 from capsedu.training.hardware import reuse_large_allocations
@@ -48,17 +45,11 @@ from capsedu.training.objectives import Objective, objective_from_dict
 from capsedu.training.prediction import pair_accuracy, predict
 from capsedu.training.seeding import set_seed
 from capsedu.training.uncertainty import standard_error
+from capsedu.zoo.data import fixed_pairs, padded, recipe_data  # noqa: F401 (fixed_pairs: part of the API)
 from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import STUDIES_DIR, WEIGHTS_DIR, shipped_paths
 
 THRESHOLDS = (0.98, 0.985, 0.99, 0.995)  # validation accuracies whose time to reach is recorded
-
-
-def fixed_pairs(digits: MNISTData, recipe: Recipe, fixed: dict[str, int] = MULTIMNIST_TEST) -> MultiMNIST:
-    r"""The fixed MultiMNIST pairs of a pairs recipe drawn from ``digits``: by default the course's
-    test pairs (from the test split); ``MULTIMNIST_VALIDATION`` for the validation pairs."""
-    options = {k: v for k, v in recipe.pairs.items() if k != "pairs_per_epoch"}
-    return MultiMNIST(digits, fixed["num_pairs"], seed=fixed["seed"], **options)
 
 
 def recipe_network(recipe: Recipe) -> torch.nn.Module:
@@ -95,21 +86,6 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
                   device=device, lr=recipe.lr, lr_schedule=recipe.lr_schedule, augment=augment,
                   precision=recipe.precision, on_epoch_end=on_epoch_end, progress=progress)
     return model, history
-
-
-def _check_canvas(canvas: int) -> int:
-    if canvas not in (28, CANVAS):
-        raise ValueError(f"recipe.canvas must be 28 or {CANVAS}, got {canvas!r}")
-    return canvas
-
-
-def padded(digits: MNISTData, canvas: int) -> MNISTData:
-    r"""``digits`` centred on a black ``canvas`` x ``canvas`` image (28: unchanged)."""
-    if _check_canvas(canvas) == digits.images.shape[-1]:
-        return digits
-    pad = (canvas - digits.images.shape[-1]) // 2
-    return MNISTData(torch.nn.functional.pad(digits.images, [pad] * 4), digits.labels,  # (N, C, 40, 40)
-                     f"{digits.source}, padded to {canvas}x{canvas}")
 
 
 def _augmentation(recipe: Recipe) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -220,28 +196,6 @@ def _cpu() -> str:
     lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
     return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
                 platform.processor() or "unknown processor")
-
-
-def _loader(dataset: str) -> Callable[..., MNISTData]:
-    r"""The function loading ``dataset``'s splits: MNIST's or Fashion-MNIST's."""
-    loaders = {"mnist": load_split, "fashion": load_fashion_mnist}
-    if dataset not in loaders:
-        raise ValueError(f"recipe.dataset must be one of {sorted(loaders)}, got {dataset!r}")
-    return loaders[dataset]
-
-
-def recipe_data(recipe: Recipe, data_root: str | os.PathLike | None = None) -> dict[str, Any]:
-    r"""The recipe's three sets: ``train`` digits, ``validation`` and ``test`` (digits, or for a
-    pairs recipe the fixed pairs drawn from them)."""
-    data: dict[str, Any] = {split: _loader(recipe.dataset)(split, data_root, download=split != "validation")
-                            for split in ("train", "validation", "test")}
-    if recipe.pairs:
-        data["validation"] = fixed_pairs(data["validation"], recipe, MULTIMNIST_VALIDATION)
-        data["test"] = fixed_pairs(data["test"], recipe)
-    if _check_canvas(recipe.canvas) == CANVAS:
-        data["validation_affnist"] = affnist_like_40(data["validation"])
-        data["validation"], data["test"] = on_canvas(data["validation"]), on_canvas(data["test"])
-    return data
 
 
 def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHTS_DIR, *,
