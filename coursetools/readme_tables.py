@@ -41,6 +41,7 @@ NETWORKS = {  # name: what it is, in the README's words
     "cnn40": "the CNN at 40 × 40 input, the same recipe",
     "fashion_capsnet": "the CapsNet (`CapsNetConfig.cpu()`) on Fashion-MNIST (Xiao et al. 2017)",
     "fashion_cnn": "the CNN on Fashion-MNIST, the same recipe",
+    "fashion_efficient": "Efficient-CapsNet on Fashion-MNIST, its MNIST recipe",
 }
 
 

@@ -156,4 +156,5 @@ def test_the_summary_states_validation_and_test_with_their_errors(name):
     for split in ("validation_data", "test_data"):
         record = metrics[split]
         assert capsedu.with_error(record["accuracy"], record["images"]) in text, (split, text)
-    assert f"{metrics['train_data']['images']:,} training digits" in text
+    learned = "Fashion-MNIST training images" if RECIPES[name].dataset == "fashion" else "training digits"
+    assert f"{metrics['train_data']['images']:,} {learned}" in text

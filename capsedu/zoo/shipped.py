@@ -2,7 +2,7 @@ r"""The trained networks shipped with the course, loaded offline with their chec
 
 ``capsedu/zoo/weights/`` holds, for each shipped network ``NAME``, the checkpoint ``NAME.pt``
 (written by ``python -m capsedu.zoo.train NAME``) and ``NAME.json``: the network's kind, the
-recipe that trained it, its accuracy on the official MNIST test split, the training time and the
+recipe that trained it, its accuracy on its dataset's official test split, the training time and the
 load it was measured under, and the checkpoint's SHA-256. :func:`pretrained` recomputes the
 SHA-256 and refuses a file whose digest differs.
 
@@ -12,7 +12,8 @@ lesson 09's MultiMNIST ``"multimnist"`` (the CPU CapsNet on 36 x 36 pairs) and
 ``"multimnist_cnn"`` (the CNN with a sigmoid per class, on the same pairs), lesson 11's
 ``"em"`` (matrix capsules with EM routing), lesson 12's ``"efficient"`` (Efficient-CapsNet), and
 for lesson 08's run of the paper's Section 5.2 protocol ``"capsnet40"`` and ``"cnn40"`` (both at
-40 x 40 input, trained on digits placed anywhere on that canvas).
+40 x 40 input, trained on digits placed anywhere on that canvas), and lesson 13's Fashion-MNIST
+networks ``"fashion_capsnet"``, ``"fashion_cnn"`` and ``"fashion_efficient"``.
 
 ``capsedu/zoo/studies/`` holds the results of experiments run on the shipped recipes with the
 scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons print with
@@ -114,8 +115,9 @@ def shipped_summary(name: str = DEFAULT, *, weights_dir: str | os.PathLike | Non
     MultiMNIST network)."""
     metrics = pretrained_metrics(name, weights_dir=weights_dir)
     unit = "pairs" if metrics["recipe"].get("pairs") else "images"
+    learned = "Fashion-MNIST training images" if metrics["recipe"].get("dataset") == "fashion" else "training digits"
     epochs = metrics["epochs"]
-    line = (f"{name}: {epochs} epoch{'s' * (epochs != 1)} on {metrics['train_data']['images']:,} training digits, "
+    line = (f"{name}: {epochs} epoch{'s' * (epochs != 1)} on {metrics['train_data']['images']:,} {learned}, "
             f"{metrics['train_wall_seconds'] / 60:.0f} min of training")
     validation = metrics.get("validation_data")
     if validation:
