@@ -16,12 +16,18 @@ install: $(STAMP)
 # compile the bytecode at install time (uv only when asked): where PYTHONDONTWRITEBYTECODE is set,
 # as on the course machines, every kernel would otherwise compile torch anew (import torch
 # 4.2 s instead of 2.1 s on 2 cores).
+# NO_DEPS: packages installed without their dependencies. torchattacks (lesson 13's PGD) pins
+# requests~=2.25.1, which JupyterLab's server cannot use, but never imports requests; what it
+# does import (torch, torchvision, scipy, numpy, tqdm) pyproject.toml declares.
+# (Harry24k/adversarial-attacks-pytorch#205)
+NO_DEPS := torchattacks==3.5.1
 define pip_install
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if $(PY) -m pip install --quiet --disable-pip-version-check uv; then \
-		$(VENV)/bin/uv pip install --python $(PY) --compile-bytecode -e "$(1)"; \
+		$(VENV)/bin/uv pip install --python $(PY) --compile-bytecode -e "$(1)" \
+		&& $(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --no-deps $(NO_DEPS); \
 	else \
-		$(PY) -m pip install -e "$(1)"; \
+		$(PY) -m pip install -e "$(1)" && $(PY) -m pip install --no-deps $(NO_DEPS); \
 	fi
 endef
 

@@ -6,6 +6,9 @@ Shared by the scripts of this folder (run them from the repository root as
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +24,20 @@ def cpu_model() -> str:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return "unknown processor"
+
+
+def machine_record(start: float, load_before: tuple[float, float, float]) -> dict:
+    r"""What a study ran on and how long it took since ``start`` (``time.perf_counter()``), with
+    the load average before it and now."""
+    return {"seconds": round(time.perf_counter() - start), "cpu": cpu_model(), "cpu_count": os.cpu_count(),
+            "torch": torch.__version__, "load_average": [list(load_before), list(os.getloadavg())]}
+
+
+def write_study(result: dict, out: Path) -> None:
+    r"""Write a study's JSON to ``out`` and say so on stderr."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"written to {out} ({result['seconds']} s)", file=sys.stderr)
 
 
 def synchronize(device: torch.device) -> None:

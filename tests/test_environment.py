@@ -66,6 +66,7 @@ def test_every_third_party_import_of_capsedu_is_a_declared_dependency():
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     declared = {normalise(Requirement(line).name) for line in project["dependencies"]}
+    declared |= {normalise(Requirement(line).name) for line in no_deps_packages()}
     modules = set()
     for path in (REPO / "capsedu").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -78,3 +79,25 @@ def test_every_third_party_import_of_capsedu_is_a_declared_dependency():
     undeclared = {m: distributions.get(m) for m in third_party
                   if not {normalise(d) for d in distributions.get(m, [m])} & declared}
     assert not undeclared, f"capsedu imports modules whose packages pyproject.toml does not list: {undeclared}"
+
+
+def no_deps_packages() -> list[str]:
+    r"""The Makefile's NO_DEPS: packages installed without their dependencies."""
+    makefile = (REPO / "Makefile").read_text()
+    return re.search(r"^NO_DEPS := (.+)$", makefile, re.M).group(1).split()
+
+
+def test_packages_installed_without_dependencies_are_pinned_alike_everywhere():
+    """The Makefile's NO_DEPS is what environment.yml, the hub image and capsedu's error message
+    tell to install, and what is installed here."""
+    from importlib.metadata import version
+
+    from capsedu.explore.attacks import TORCHATTACKS
+
+    pins = no_deps_packages()
+    assert pins == [TORCHATTACKS]
+    for path in ("environment.yml", "classroom/z2jh/Dockerfile", "postBuild", "README.md", "CONTRIBUTING.md"):
+        assert f"pip install --no-deps {' '.join(pins)}" in (REPO / path).read_text(), path
+    for pin in pins:
+        requirement = Requirement(pin)
+        assert requirement.specifier.contains(version(requirement.name)), f"{pin}: {version(requirement.name)} installed"

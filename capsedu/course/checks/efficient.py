@@ -15,6 +15,7 @@ from collections.abc import Callable
 import torch
 
 from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
+from capsedu.explore.critique import coupling_spread
 from capsedu.nets.self_attention import efficient_squash
 from capsedu.nets.squash import squash
 
@@ -57,12 +58,6 @@ def check_uniform_couplings(fn: Callable[[torch.Tensor, torch.Tensor], object], 
                    quiet=quiet)
 
 
-def reference_coupling_spread(c: torch.Tensor) -> torch.Tensor:
-    r"""How much couplings (N, I, J) of N images depend on the image: the standard deviation of
-    each c_ij across the images (population, ``correction=0``), averaged over i and j."""
-    return c.std(dim=0, correction=0).mean()
-
-
 def check_coupling_spread(fn: Callable[[torch.Tensor], object], *, quiet: bool = False) -> CheckResult:
     r"""Check ``fn(c (N, I, J)) -> one number``: the mean over (i, j) of c_ij's standard deviation
     across the N images."""
@@ -82,7 +77,7 @@ def check_coupling_spread(fn: Callable[[torch.Tensor], object], *, quiet: bool =
                  "deviation (its square root) before averaging"),
                 (lambda: c.std(correction=0), "that mixes the couplings of different i and j: take "
                  "each c_ij's spread across the images, then average those")]
-    hint = hint or diagnose(result, reference_coupling_spread(c), mistakes,
+    hint = hint or diagnose(result, coupling_spread(c), mistakes,
                             "c.std(dim=0, correction=0).mean(): each coupling's spread across the "
                             "images, averaged over i and j", what="one number", atol=1e-9)
     return verdict(hint, "coupling_spread measures how much routing depends on the image.", quiet=quiet)

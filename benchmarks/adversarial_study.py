@@ -1,0 +1,90 @@
+r"""Adversarial examples against the shipped networks: accuracy against the attack's size.
+
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.adversarial_study
+    .venv/bin/python -m benchmarks.adversarial_study --images 100 --em-images 20 --out /tmp/a.json
+
+For each shipped MNIST network (the CapsNet, the CNN, Efficient-CapsNet, the EM network) and each
+Fashion-MNIST one, on the first ``--images`` images of the official test split (``--em-images``
+for the EM network, about 40 times slower a step): the accuracy on clean images, under FGSM
+(:func:`capsedu.explore.attacks.fgsm`), under PGD (``torchattacks``; 10 steps of eps / 4 from a
+random start) and under a transfer attack - PGD computed on the same dataset's CNN and shown to
+each network, which tells gradient masking (a flat or misleading gradient makes a network look
+robust to its own white-box attack, not to images that fool another network) from robustness.
+Pixel values are in [0, 1]; eps is the L-infinity radius. The result is the study JSON that
+lesson 13 prints (``capsedu/zoo/studies/adversarial.json`` by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from functools import partial
+from pathlib import Path
+
+import torch
+
+import capsedu
+from benchmarks.measure import machine_record, write_study
+from capsedu.explore.attacks import TORCHATTACKS, attacked_accuracy, fgsm, pgd
+from capsedu.zoo.shipped import STUDIES_DIR
+
+DATASETS = {  # dataset -> (its shipped networks, the one transfer attacks are computed on, eps)
+    "mnist": (("capsnet", "cnn", "efficient", "em"), "cnn", (0.05, 0.1, 0.2, 0.3)),
+    "fashion": (("fashion_capsnet", "fashion_cnn", "fashion_efficient"), "fashion_cnn", (0.02, 0.05, 0.1, 0.2)),
+}
+PGD_STEPS = 10
+
+
+def curves(model: torch.nn.Module, source: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
+           eps_values: tuple[float, ...]) -> dict:
+    r"""Clean accuracy and the FGSM, PGD and transfer-PGD curves of ``model`` (transfer: PGD on ``source``)."""
+    start = time.perf_counter()
+    row = {"images": len(images), "clean": attacked_accuracy(model, images, labels, None),
+           "fgsm": [], "pgd": [], "transfer": []}
+    for eps in eps_values:
+        row["fgsm"].append(attacked_accuracy(model, images, labels, partial(fgsm, model, eps=eps)))
+        row["pgd"].append(attacked_accuracy(model, images, labels, pgd(model, eps, steps=PGD_STEPS)))
+        row["transfer"].append(attacked_accuracy(model, images, labels, pgd(source, eps, steps=PGD_STEPS)))
+    row["seconds"] = round(time.perf_counter() - start, 1)
+    return row
+
+
+def run(images: int, em_images: int) -> dict:
+    result = {}
+    for dataset, (names, source_name, eps_values) in DATASETS.items():
+        load = capsedu.load_mnist if dataset == "mnist" else capsedu.load_fashion_mnist
+        test = load("test", download=False, verbose=False)
+        source = capsedu.pretrained(source_name)
+        networks = {}
+        for name in names:
+            count = em_images if name == "em" else images
+            networks[name] = curves(capsedu.pretrained(name), source, test.images[:count],
+                                    test.labels[:count], eps_values)
+            print(dataset, name, json.dumps(networks[name]), flush=True)
+        result[dataset] = {"test_data": test.source, "eps": list(eps_values),
+                           "transfer_from": source_name, "networks": networks}
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--images", type=int, default=500, help="test images per network")
+    parser.add_argument("--em-images", type=int, default=200, help="test images for the EM network")
+    parser.add_argument("--out", type=Path, default=STUDIES_DIR / "adversarial.json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(2)
+    load_before, start = os.getloadavg(), time.perf_counter()
+    result = {"attacks": {"fgsm": "capsedu.explore.attacks.fgsm: one signed step of eps",
+                          "pgd": f"{TORCHATTACKS} PGD: {PGD_STEPS} steps of eps/4 from a random start (seed 0)",
+                          "transfer": "the same PGD computed on the dataset's CNN, shown to each network",
+                          "loss": "cross-entropy of log(class_scores) (capsedu.explore.attacks.ScoresAsLogits)"},
+              **run(args.images, args.em_images),
+              **machine_record(start, load_before)}
+    write_study(result, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()

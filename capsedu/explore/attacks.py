@@ -1,0 +1,105 @@
+r"""Adversarial examples (lesson 13): FGSM, PGD from ``torchattacks``, and a network's accuracy under them.
+
+Every capsedu network answers ``class_scores(images)``: capsule lengths (CapsNet, Efficient-CapsNet),
+activations (EM routing) or probabilities (the CNN), all in [0, 1]. An attack needs a loss to
+climb, so :class:`ScoresAsLogits` hands attacks the logarithm of those scores: the cross-entropy
+of ``log(scores)`` is ``-log(score_y / sum_j score_j)``, for the CNN exactly its own cross-entropy,
+for a capsule network the share of the true class's length in the sum of lengths. One loss, the
+same for every network, so that their curves can be compared. (For a softmax CNN the logits
+themselves are used: the same loss, without a logarithm of probabilities that round to 0 or 1 in
+float32 - which would flatten the gradient of a confident image and mask it from the attack.)
+
+Shape legend:
+    N  images;  B  batch size;  C, H, W  channels, height, width;  J  classes
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from capsedu._numbers import require_int, require_number
+from capsedu.nets.cnn import BaselineCNN
+from capsedu.training.modes import eval_mode
+from capsedu.training.prediction import require_class_scores
+
+Attack = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (images, labels) -> attacked images
+
+# torchattacks 3.5.1 pins requests~=2.25.1 (which JupyterLab's server cannot use) but never imports
+# requests: it is installed without its dependencies (the Makefile's NO_DEPS)
+TORCHATTACKS = "torchattacks==3.5.1"
+
+
+class ScoresAsLogits(nn.Module):
+    r"""A capsedu network seen as a classifier with logits: ``log(class_scores(images))`` (B, J),
+    or a softmax CNN's own logits (the same cross-entropy)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = require_class_scores(model)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.model, BaselineCNN) and not self.model.config.multi_label:
+            return self.model(images)  # (B, J) logits: log_softmax of them is log class_scores
+        return self.model.class_scores(images).clamp_min(1e-30).log()  # (B, J)
+
+
+def fgsm(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, eps: float) -> torch.Tensor:
+    r"""The fast gradient sign method (Goodfellow et al. 2015): each pixel moved ``eps`` along the
+    sign of the loss's gradient, then clipped to [0, 1]. In eval mode; the mode is restored."""
+    require_number("eps", eps, low=0.0, high=1.0)
+    images = images.detach().clone().requires_grad_(True)
+    with eval_mode(model):
+        loss = F.cross_entropy(ScoresAsLogits(model)(images), labels)
+    (gradient,) = torch.autograd.grad(loss, images)
+    return (images + eps * gradient.sign()).clamp(0.0, 1.0).detach()  # (B, C, H, W)
+
+
+def pgd(model: nn.Module, eps: float, *, steps: int = 10, step_size: float | None = None,
+        seed: int = 0) -> Attack:
+    r"""Projected gradient descent (Madry et al. 2018) from ``torchattacks``: ``steps`` signed
+    steps of ``step_size`` (default ``eps / 4``) from a random start in the L-infinity ball of
+    radius ``eps``. The random starts are drawn from ``seed`` (one stream per call of the attack,
+    the global random state left untouched)."""
+    require_number("eps", eps, low=0.0, high=1.0)
+    require_int("steps", steps, minimum=1)
+    if step_size is not None:
+        require_number("step_size", step_size, low=0.0, high=1.0)
+    try:
+        import torchattacks
+    except ImportError as error:
+        raise ImportError(f"PGD needs torchattacks: pip install --no-deps {TORCHATTACKS} "
+                          "(make lab installs it)") from error
+    attack = torchattacks.PGD(ScoresAsLogits(model), eps=eps, steps=steps,
+                              alpha=eps / 4 if step_size is None else step_size, random_start=True)
+
+    calls = [0]
+
+    def run(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        with torch.random.fork_rng(devices=[]), eval_mode(model):
+            torch.manual_seed(seed + calls[0])
+            calls[0] += 1
+            return attack(images, labels)  # (B, C, H, W)
+    return run
+
+
+def attacked_accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                      attack: Attack | None, *, batch_size: int = 250) -> float:
+    r"""Share of ``images`` that ``model`` classifies right after ``attack`` (None: clean), in eval mode.
+
+    An attack built on ``model`` itself is a white-box attack; one built on another network, a
+    transfer attack: the images are attacked on that network and classified by ``model``."""
+    require_class_scores(model)
+    require_int("batch_size", batch_size, minimum=1)
+    if len(images) != len(labels) or len(images) == 0:
+        raise ValueError(f"images and labels must be non-empty and as long, got {len(images)} and {len(labels)}")
+    hits = 0
+    for batch, truth in zip(images.split(batch_size), labels.split(batch_size)):
+        if attack is not None:
+            batch = attack(batch, truth)  # (B, C, H, W)
+        with eval_mode(model), torch.no_grad():
+            hits += int((model.class_scores(batch).argmax(dim=1) == truth).sum())
+    return hits / len(images)
