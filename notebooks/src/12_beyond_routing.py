@@ -396,24 +396,14 @@ plt.show()
 #   routing is about as far behind dynamic routing here (0.67 points) as in the published
 #   figures (99.1 % against 99.75 %).
 #
-# ### What capsules are good for today
+# ### What are capsules good for?
 #
-# Honestly, on MNIST: **a CNN does as well.** Lesson 08's CNN, of the dynamic-routing CapsNet's
-# size, is tied with it on clean digits here (99.55 % each), tied with dynamic routing and
-# Efficient-CapsNet on affNIST-like digits and with dynamic routing on rotated ones; lesson 09 compares them on
-# overlapping digits. We did not train a
-# CNN of Efficient-CapsNet's 161,824 parameters; small CNNs are known to reach 99 % on MNIST, so
-# its parameter count alone is no evidence for capsules (an idea to try below).
-#
-# What capsules give that the CNN does not, in this course's measurements: an **explicit,
-# decodable pose** per class (lesson 07's perturbations: dimensions that thicken, turn or stretch
-# a digit), **class-wise reconstruction** that pulls overlapping digits apart (lesson 09's
-# Figure 5), and routing you can read (which parts voted for which whole). What the papers claim
-# beyond that — generalisation to new viewpoints with fewer parameters and less data — is
-# tested on smallNORB, not MNIST, and is still debated. Self-attention routing shows where
-# practice went: drop the iterations, keep the capsules' vectors and their agreement, and the
-# network reaches the CNN's clean accuracy here in less training time than the CNN's recipe,
-# though in fewer, slower epochs (see *Cost* above).
+# On clean MNIST, by this bench: **a CNN of the CapsNet's size does as well** (the table above;
+# lesson 08 adds transformed digits, lesson 09 overlapping ones). What the capsules gave that the
+# CNN did not, in this course, is something to read rather than a score: an explicit, decodable
+# pose per class (lesson 07), class-wise reconstruction that pulls overlapping digits apart
+# (lesson 09), routing you can inspect. Whether more holds — on harder images, under adversarial
+# attack, in deeper capsule stacks — is not argued here: lesson 13 measures it on these networks.
 
 # %% [markdown]
 # ### Ideas to try
@@ -528,13 +518,7 @@ for name, c in (("self-attention (Efficient-CapsNet)", attention_c), ("dynamic r
 # %% [markdown]
 # ## What's next
 #
-# This is the course's last lesson. Where to go from here:
-#
-# - **Longer training.** Every shipped recipe learned from the 55,000 train-split digits, but for
-#   four to fifteen epochs, sized to a short retraining window on two CPU cores; the published
-#   figures in the table come from far longer training. The EM network, trained five epochs
-#   (98.88 %, its validation accuracy still rising when it stopped), is the one most likely to gain.
-# - **Harder data.** smallNORB (toys photographed from many viewpoints) is where the EM-routing
-#   and Efficient-CapsNet papers make their strongest claims; MNIST cannot test them.
-# - **Later work.** The references page of the course site lists the papers; after 2021 the
-#   ideas moved towards unsupervised part discovery (stacked capsule autoencoders) and attention.
+# Lesson 13, the last: the course's networks under pressure. Fashion-MNIST's harder images,
+# adversarial attacks (FGSM by hand, PGD, and a check for gradient masking), and the critique that
+# capsule networks do not scale — near-static routing, starving capsules, deeper stacks — each
+# answered by measuring, with the tools of lessons 03–12.
