@@ -319,8 +319,11 @@ styles = {"fgsm": ("FGSM", "--"), "pgd": ("PGD", "-"), "transfer": ("transfer fr
 for dataset in ("mnist", "fashion"):
     record = attacks[dataset]
     networks = record["networks"]
-    fig, axes = plt.subplots(1, len(networks), figsize=(3.2 * len(networks), 3.2), sharey=True,
-                             layout="constrained")
+    rows = (len(networks) + 1) // 2
+    fig, axes = plt.subplots(rows, 2, figsize=(9, 3.3 * rows), sharey=True, layout="constrained")
+    axes = axes.flatten()
+    for ax in axes[len(networks):]:
+        ax.axis("off")
     eps_axis = [0.0, *record["eps"]]
     for ax, (name, row) in zip(axes, networks.items()):
         for key, (legend, line) in styles.items():
@@ -329,9 +332,10 @@ for dataset in ("mnist", "fashion"):
             ax.errorbar(eps_axis, curve, yerr=[2 * e for e in errors], ls=line, marker="o", ms=3,
                         capsize=2, label=legend)
         ax.set(title=f"{name} ({row['images']} images)", xlabel="ε (L∞, pixels in [0, 1])", ylim=(0, 1.02))
-    axes[0].set_ylabel("accuracy (bars: ± 2 standard errors)")
-    axes[-1].legend(fontsize=8, loc="upper right")
-    fig.suptitle(f"{dataset}: accuracy under attack (transfer: PGD computed on {record['transfer_from']}, "
+    for ax in axes[::2]:
+        ax.set_ylabel("accuracy (bars: ± 2 SE)")
+    axes[len(networks) - 1].legend(fontsize=8, loc="upper right")
+    fig.suptitle(f"{dataset}: accuracy under attack (transfer: PGD computed on {record['transfer_from']},\n"
                  "so for the CNN it is its own PGD)", fontsize=10)
     plt.show()
 
