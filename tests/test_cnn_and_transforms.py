@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import capsedu
-from capsedu.data.augment import random_warp, warp
+from capsedu.data.augment import random_flip, random_warp, warp
 from capsedu.data.transforms import affnist_like, transform_images, transformed_set
 from capsedu.nets.cnn import BaselineCNN, CNNConfig
 from capsedu.training.objectives import CrossEntropyObjective, MultiLabelObjective
@@ -106,6 +106,18 @@ def test_warp_turns_anticlockwise_scales_about_the_centre_and_keeps_the_identity
     assert row < 10 and abs(col - 13.5) < 0.5  # turned anticlockwise: now above the centre
     row, col = centre_of_ink(out[2])
     assert abs(row - 13.5) < 0.5 and col > centre_of_ink(digit[0])[1] + 2  # further out
+
+
+def test_random_flip_mirrors_about_half_the_images_each_by_its_own_seeded_coin():
+    images = torch.rand(200, 1, 28, 28)
+    flipped = random_flip(images, torch.Generator().manual_seed(0))
+    mirrored = torch.tensor([torch.equal(f, i.flip(-1)) for f, i in zip(flipped, images)])  # (N,)
+    kept = torch.tensor([torch.equal(f, i) for f, i in zip(flipped, images)])  # (N,)
+    assert bool((mirrored ^ kept).all()), "each image is either mirrored left-right or unchanged"
+    assert 70 < int(mirrored.sum()) < 130  # a fair coin: 100 +- 3.5 standard deviations
+    torch.testing.assert_close(random_flip(images, torch.Generator().manual_seed(0)), flipped)
+    with pytest.raises(ValueError, match=r"images must be a 4-D tensor \(N, C, H, W\)"):
+        random_flip(torch.zeros(28, 28))
 
 
 def test_random_warp_gives_each_image_its_own_seeded_warp():

@@ -63,3 +63,8 @@ def test_a_recipe_with_warps_turns_each_image_and_repeats_with_its_seed():
     assert len(warped.unique()) > 2 and not torch.equal(warped[0], warped[1])  # resampled, each its own
     torch.testing.assert_close(_augmentation(Recipe(kind="capsnet", max_angle=15, max_scale=0.1))(bars),
                                warped)
+    many = bars.repeat(4, 1, 1, 1)  # 24 bars right of centre
+    mirrored = _augmentation(Recipe(kind="capsnet", max_shift=0, flip=True))(many)
+    assert {int(bar[0, 13].argmax()) for bar in mirrored} == {10, 8}  # some mirrored (28 - 20), some not
+    unshifted = _augmentation(Recipe(kind="capsnet", max_shift=0, flip=False))(bars)
+    torch.testing.assert_close(unshifted, bars)

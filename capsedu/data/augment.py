@@ -8,6 +8,8 @@ r"""Affine transformations of digits, a batch at a time: the one resampling ever
 * :func:`warp` - rotation and scaling only (the training augmentation of recipes with
   ``max_angle`` or ``max_scale``, :class:`capsedu.zoo.recipes.Recipe`, and of MultiMNIST's
   digits); :func:`random_warp` draws its amounts from a seeded generator;
+* :func:`random_flip` - each image mirrored left-right or not, by a seeded coin (the
+  augmentation of recipes with ``flip``: clothes, not digits - a mirrored 2 is no digit);
 * :func:`check_limit` - the one table of the ranges every transformation accepts.
 
 :func:`random_shift` (:mod:`capsedu.data.mnist`) is the paper's augmentation; lesson 08's
@@ -108,3 +110,10 @@ def random_warp(images: torch.Tensor, max_angle: float = 15.0, max_scale: float 
     angles = (torch.rand(len(images), generator=generator) * 2 - 1) * max_angle  # (N,) degrees
     scales = 1 + (torch.rand(len(images), generator=generator) * 2 - 1) * max_scale  # (N,)
     return warp(images, angles, scales)
+
+
+def random_flip(images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    r"""Each image (N, C, H, W) mirrored left-right with probability 1/2, by its own coin: (N, C, H, W)."""
+    require_tensor("images", images, ndim=4, shape="(N, C, H, W)", floating=True)
+    heads = torch.rand(len(images), generator=generator) < 0.5  # (N,)
+    return torch.where(heads.to(images.device)[:, None, None, None], images.flip(-1), images)

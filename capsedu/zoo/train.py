@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from capsedu.data.augment import random_warp
+from capsedu.data.augment import random_flip, random_warp
 from capsedu.data.files import file_sha256
 from capsedu.data.mnist import MNISTData, batch_loader, random_shift
 from capsedu.data.multimnist import FreshPairs, MultiMNIST
@@ -80,7 +80,7 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
     if recipe.pairs:  # new pairs every epoch; the shifts (and warps) are part of the pairs
         batches = FreshPairs(train_data, batch_size=recipe.batch_size, seed=recipe.seed + 1,
                              max_angle=recipe.max_angle, max_scale=recipe.max_scale, **recipe.pairs)
-    elif recipe.max_shift > 0 or recipe.max_angle or recipe.max_scale:
+    elif recipe.max_shift > 0 or recipe.max_angle or recipe.max_scale or recipe.flip:
         augment = _augmentation(recipe)
     history = fit(model, batches, epochs=recipe.epochs, objective=recipe_objective(recipe),
                   device=device, lr=recipe.lr, lr_schedule=recipe.lr_schedule, augment=augment,
@@ -89,14 +89,20 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
 
 
 def _augmentation(recipe: Recipe) -> Callable[[torch.Tensor], torch.Tensor]:
-    r"""The training images' random shift, after a random warp when the recipe asks for one."""
-    shift = partial(random_shift, max_shift=recipe.max_shift,
-                    generator=torch.Generator().manual_seed(recipe.seed + 1))
-    if not (recipe.max_angle or recipe.max_scale):
-        return shift
-    turn = partial(random_warp, max_angle=recipe.max_angle, max_scale=recipe.max_scale,
-                   generator=torch.Generator().manual_seed(recipe.seed + 2))
-    return lambda images: shift(turn(images))  # (B, C, H, W)
+    r"""The training images' random shift, after a random warp and a random mirroring when the
+    recipe asks for them (in that order: mirror, warp, shift)."""
+    steps = [partial(random_flip, generator=torch.Generator().manual_seed(recipe.seed + 3))] if recipe.flip else []
+    if recipe.max_angle or recipe.max_scale:
+        steps.append(partial(random_warp, max_angle=recipe.max_angle, max_scale=recipe.max_scale,
+                             generator=torch.Generator().manual_seed(recipe.seed + 2)))
+    steps.append(partial(random_shift, max_shift=recipe.max_shift,
+                         generator=torch.Generator().manual_seed(recipe.seed + 1)))
+
+    def augment(images: torch.Tensor) -> torch.Tensor:  # (B, C, H, W)
+        for step in steps:
+            images = step(images)
+        return images
+    return augment
 
 
 def accuracy_on(model: torch.nn.Module, test: MNISTData | MultiMNIST,
