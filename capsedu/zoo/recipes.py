@@ -52,6 +52,9 @@ class Recipe:
     # about its centre (capsedu.data.augment.random_warp), before the shift; 0: neither
     max_angle: float = 0.0
     max_scale: float = 0.0
+    # each training image mirrored left-right with probability 1/2 (capsedu.data.augment.random_flip),
+    # before the warp and the shift: for clothes, not for digits
+    flip: bool = False
     seed: int = 0
     precision: str = "float32"  # or "bfloat16" (capsedu.fit: mixed precision where the CPU has it)
     # MultiMNIST (lesson 09): empty for single digits; otherwise the options of
@@ -107,12 +110,20 @@ RECIPES: dict[str, Recipe] = {
                         objective=MarginObjective().to_dict(), epochs=16, max_shift=6, canvas=40),
     "cnn40": Recipe(kind="cnn", config=CNNConfig.cpu(image_size=40).to_dict(),
                     objective=CrossEntropyObjective().to_dict(), epochs=16, max_shift=6, canvas=40),
-    # lesson 13: the CapsNet and its CNN on Fashion-MNIST, MNIST's recipes otherwise unchanged (no
-    # search on validation yet); the CapsNet gets twice the CNN's epochs, what one session fitted
+    # lesson 13: the CapsNet and its CNN on Fashion-MNIST. MNIST's CPU CapsNet, 30 epochs, reached
+    # 92.00 % on validation and 93 % on its (shifted) training images: it underfits. Its 3-epoch
+    # tries (tries.json) - as it is, mirrored, mirrored and wider (conv1 64, 16 primary types) -
+    # tied (88.1, 87.8, 88.3 %); the last, the best point with the capacity the first lacks, was
+    # then trained 30 epochs under a rule fixed before it ran (ship it only if it beats 92.00 %):
+    # 91.70 %, so MNIST's recipe stayed
     "fashion_capsnet": Recipe(kind="capsnet", dataset="fashion", config=CapsNetConfig.cpu().to_dict(),
                               objective=MarginObjective().to_dict(), epochs=30),
+    # The CNN: MNIST's recipe, 15 epochs, reached 92.58 % on validation; its 3-epoch tries - as
+    # it is, mirrored, mirrored with dropout 0.25 - tied (90.9, 90.0, 90.9 %), the first the best
+    # point: it kept its recipe and was given the CapsNet's 30 epochs, shipped because its
+    # validation accuracy beat 92.58 % (the same rule)
     "fashion_cnn": Recipe(kind="cnn", dataset="fashion", config=CNNConfig.cpu().to_dict(),
-                          objective=CrossEntropyObjective().to_dict(), epochs=15),
+                          objective=CrossEntropyObjective().to_dict(), epochs=30),
     # Efficient-CapsNet (lesson 12's network) on Fashion-MNIST, its MNIST recipe for 12 epochs
     # (about 35 minutes here at the 310 img/s its MNIST training measured)
     "fashion_efficient": Recipe(kind="efficient", dataset="fashion", config=EfficientCapsConfig().to_dict(),
