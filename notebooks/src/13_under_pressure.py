@@ -188,14 +188,14 @@ for name in fashion_names:
     print(capsedu.shipped_summary(name))
     metrics = capsedu.pretrained_metrics(name)
     print(f"    {metrics['epochs']} epochs in {metrics['train_wall_seconds'] / 60:.1f} min on "
-          f"{metrics['cpu']}, {metrics['cpu_count']} cores ({metrics['train_images_per_second']:.0f} images/s); "
-          f"training images right in the last epoch {metrics['history']['train_accuracy'][-1]:.1%}")
+          f"{metrics['cpu']}, {metrics['cpu_count']} cores ({metrics['train_images_per_second']:.0f} images/s)")
+    print(f"    training images right in the last epoch: {metrics['history']['train_accuracy'][-1]:.1%}")
     for attempt in study("tries").get(name, []):  # how the recipe was chosen (benchmarks/recipe_search.py)
         changes = ", ".join(f"{key.removeprefix('config.')} = {value}"
                             for key, value in attempt["changes"].items()) or "the MNIST recipe"
-        print(f"    try, {attempt['epochs']:2d} epochs: {changes:40s} validation "
-              f"{100 * attempt['validation_accuracy'][-1]:.2f} ± {100 * attempt['validation_standard_error']:.2f} %, "
-              f"train {attempt['train_accuracy'][-1]:.1%}")
+        print(f"    try, {attempt['epochs']:2d} epochs: validation {100 * attempt['validation_accuracy'][-1]:.2f} "
+              f"± {100 * attempt['validation_standard_error']:.2f} %, train {attempt['train_accuracy'][-1]:.1%}"
+              f" - {changes}")
 
 # %% [markdown]
 # Three epochs cannot tell these recipes apart: each network's short tries tie. So each network's
