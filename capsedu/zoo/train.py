@@ -91,7 +91,9 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
 def _augmentation(recipe: Recipe) -> Callable[[torch.Tensor], torch.Tensor]:
     r"""The training images' random shift, after a random warp and a random mirroring when the
     recipe asks for them (in that order: mirror, warp, shift)."""
-    steps = [partial(random_flip, generator=torch.Generator().manual_seed(recipe.seed + 3))] if recipe.flip else []
+    steps = []
+    if recipe.flip:
+        steps.append(partial(random_flip, generator=torch.Generator().manual_seed(recipe.seed + 3)))
     if recipe.max_angle or recipe.max_scale:
         steps.append(partial(random_warp, max_angle=recipe.max_angle, max_scale=recipe.max_scale,
                              generator=torch.Generator().manual_seed(recipe.seed + 2)))
