@@ -25,22 +25,8 @@ import torch
 
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.training.uncertainty import standard_error
-from capsedu.zoo.recipes import RECIPES, Recipe
+from capsedu.zoo.recipes import RECIPES, with_changes
 from capsedu.zoo.train import TRIES, recipe_data, recipe_network, record_accuracy, train_recipe
-
-
-def changed(recipe: Recipe, settings: list[str]) -> tuple[Recipe, dict]:
-    r"""``recipe`` with ``field=value`` / ``config.field=value`` / ``objective.field=value`` set."""
-    fields: dict = {}
-    for setting in settings:
-        key, _, text = setting.partition("=")
-        value = json.loads(text)
-        if "." in key:
-            part, inner = key.split(".", 1)
-            fields[part] = {**fields.get(part, getattr(recipe, part)), inner: value}
-        else:
-            fields[key] = value
-    return dataclasses.replace(recipe, **fields), dict(s.split("=", 1) for s in settings)
 
 
 def record(name: str, entry: dict, path: Path = TRIES) -> None:
@@ -62,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     reuse_large_allocations()
-    recipe, changes = changed(RECIPES[args.name], args.settings)
+    recipe, changes = with_changes(RECIPES[args.name], args.settings)
     recipe = dataclasses.replace(recipe, epochs=args.epochs or recipe.epochs)
     data = recipe_data(recipe)
     load, start = os.getloadavg(), time.perf_counter()

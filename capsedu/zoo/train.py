@@ -46,7 +46,7 @@ from capsedu.training.prediction import pair_accuracy, predict
 from capsedu.training.seeding import set_seed
 from capsedu.training.uncertainty import standard_error
 from capsedu.zoo.data import fixed_pairs, padded, recipe_data  # noqa: F401 (fixed_pairs: part of the API)
-from capsedu.zoo.recipes import RECIPES, Recipe
+from capsedu.zoo.recipes import RECIPES, Recipe, with_changes
 from capsedu.zoo.shipped import STUDIES_DIR, WEIGHTS_DIR, shipped_paths
 
 THRESHOLDS = (0.98, 0.985, 0.99, 0.995)  # validation accuracies whose time to reach is recorded
@@ -251,6 +251,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
                              "(default: $CAPSEDU_DATA)")
     parser.add_argument("--epochs", type=int, default=None, help="override the recipes' epochs")
     parser.add_argument("--seed", type=int, default=None, help="override the recipes' seed")
+    parser.add_argument("--set", dest="settings", action="append", default=[],
+                        help="change a recipe: field=value or config.field=value (JSON values, "
+                             "e.g. batch_size=128); repeatable; NAME.json records the changed recipe")
     parser.add_argument("--float32", action="store_true", help="store float32 instead of float16")
     parser.add_argument("--device", default="cpu",
                         help="train and measure on this torch device, e.g. 'cuda' (default: cpu)")
@@ -262,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
     overrides = {k: v for k, v in (("epochs", args.epochs), ("seed", args.seed)) if v is not None}
     results = {}
     for name in names:
-        recipe = dataclasses.replace(RECIPES[name], **overrides)
+        recipe = dataclasses.replace(with_changes(RECIPES[name], args.settings)[0], **overrides)
         print(f"== {name}: {recipe}")
         metrics = train_shipped(name, recipe, args.out_dir, data_root=args.data_root,
                                 half=not args.float32, report=print, tries=args.tries,
