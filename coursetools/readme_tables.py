@@ -39,8 +39,8 @@ NETWORKS = {  # name: what it is, in the README's words
     "multimnist_cnn": "the CNN on the same pairs (one sigmoid per class)",
     "capsnet40": "the CapsNet at 40 × 40 input, trained on digits placed anywhere on the canvas (the paper's §5.2)",
     "cnn40": "the CNN at 40 × 40 input, the same recipe",
-    "fashion_capsnet": "the CapsNet (`CapsNetConfig.cpu()`) on Fashion-MNIST (Xiao et al. 2017; its recipe chosen on validation: MNIST's)",
-    "fashion_cnn": "the CNN on Fashion-MNIST (its recipe chosen on validation: MNIST's, 30 epochs)",
+    "fashion_capsnet": "the CapsNet on Fashion-MNIST (Xiao et al. 2017): the paper's with half its primary capsule types (conv1 256, 16 types), batch 128",
+    "fashion_cnn": "the CNN on Fashion-MNIST, the same recipe (70 epochs at batch 128)",
     "fashion_efficient": "Efficient-CapsNet on Fashion-MNIST, its MNIST recipe",
 }
 

@@ -113,7 +113,12 @@ def shipped_summary(name: str = DEFAULT, *, weights_dir: str | os.PathLike | Non
     r"""One line on the shipped network ``name``: what it learned from, for how long, and its
     validation and test accuracy with their standard errors (pairs with both digits right, for a
     MultiMNIST network)."""
-    metrics = pretrained_metrics(name, weights_dir=weights_dir)
+    return record_summary(name, pretrained_metrics(name, weights_dir=weights_dir))
+
+
+def record_summary(name: str, metrics: dict[str, Any]) -> str:
+    r""":func:`shipped_summary`'s line for a training record ``metrics`` (a ``NAME.json``, or the
+    record of a network a study trained and did not ship)."""
     unit = "pairs" if metrics["recipe"].get("pairs") else "images"
     learned = "Fashion-MNIST training images" if metrics["recipe"].get("dataset") == "fashion" else "training digits"
     epochs = metrics["epochs"]
