@@ -58,5 +58,9 @@ def test_standard_errors_and_ties():
     assert compare_accuracies("CapsNet", 0.8231, 10_000, "CNN", 0.8274, 10_000) == \
         "CNN ahead by 0.43 ± 0.54 points: a tie"
     assert compare_accuracies("CapsNet", 0.995, 10_000, "CNN", 0.990, 10_000).endswith("4.1 standard errors")
+    # equal accuracies, also where both standard errors are 0 (every image lost to an attack)
+    assert compare_accuracies("CapsNet", 0.0, 500, "CNN", 0.0, 500) == "CapsNet and CNN equal (0.00 %): a tie"
+    assert compare_accuracies("CapsNet", 0.9, 500, "CNN", 0.9, 500) == "CapsNet and CNN equal (90.00 %): a tie"
+    assert compare_accuracies("CapsNet", 0.0, 500, "CNN", 1.0, 500).startswith("CNN ahead by 100.00 ± 0.00")
     with pytest.raises(ValueError, match="accuracy must be a number in"):
         standard_error(98.0, 100)

@@ -34,9 +34,15 @@ def with_error(accuracy: float, n: int, digits: int = 2) -> str:
 def compare_accuracies(name_a: str, accuracy_a: float, n_a: int, name_b: str, accuracy_b: float, n_b: int,
             digits: int = 2) -> str:
     r"""Which of two accuracies is ahead, by how many points ± the gap's standard error, and
-    whether that is a tie (a gap under two standard errors)."""
+    whether that is a tie (a gap under two standard errors). Equal accuracies are a tie, also
+    when both are 0 or 1 (where the binomial standard error is 0)."""
     gap = accuracy_a - accuracy_b
     error = math.hypot(standard_error(accuracy_a, n_a), standard_error(accuracy_b, n_b))
-    leader = name_a if gap >= 0 else name_b
-    verdict = "a tie" if abs(gap) < 2 * error else f"{abs(gap) / error:.1f} standard errors"
+    if gap == 0:
+        return f"{name_a} and {name_b} equal ({100 * accuracy_a:.{digits}f} %): a tie"
+    leader = name_a if gap > 0 else name_b
+    if error == 0:  # one is 0 and the other 1: every image differs
+        verdict = "no sampling error to measure it by (both accuracies are 0 or 1)"
+    else:
+        verdict = "a tie" if abs(gap) < 2 * error else f"{abs(gap) / error:.1f} standard errors"
     return f"{leader} ahead by {100 * abs(gap):.{digits}f} ± {100 * error:.{digits}f} points: {verdict}"
