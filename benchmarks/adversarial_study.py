@@ -7,9 +7,12 @@ For each shipped MNIST network (the CapsNet, the CNN, Efficient-CapsNet, the EM 
 Fashion-MNIST one, on the first ``--images`` images of the official test split (``--em-images``
 for the EM network, about 40 times slower a step): the accuracy on clean images, under FGSM
 (:func:`capsedu.explore.attacks.fgsm`), under PGD (``torchattacks``; 10 steps of eps / 4 from a
-random start) and under a transfer attack - PGD computed on the same dataset's CNN and shown to
+random start), under a transfer attack - PGD computed on the same dataset's CNN and shown to
 each network, which tells gradient masking (a flat or misleading gradient makes a network look
-robust to its own white-box attack, not to images that fool another network) from robustness.
+robust to its own white-box attack, not to images that fool another network) from robustness -
+and under an adaptive attack, Auto-PGD (:func:`capsedu.explore.attacks.apgd`: 50 steps of an
+adapting size on the scale-free DLR margin loss, the first attack of AutoAttack), on every network
+but the EM network.
 Pixel values are in [0, 1]; eps is the L-infinity radius. The result is the study JSON that
 lesson 13 prints (``capsedu/zoo/studies/adversarial.json`` by default).
 """
@@ -27,7 +30,7 @@ import torch
 
 import capsedu
 from benchmarks.measure import machine_record, write_study
-from capsedu.explore.attacks import TORCHATTACKS, attacked_accuracy, fgsm, pgd
+from capsedu.explore.attacks import TORCHATTACKS, apgd, attacked_accuracy, fgsm, pgd
 from capsedu.zoo.shipped import STUDIES_DIR
 
 DATASETS = {  # dataset -> (its shipped networks, the one transfer attacks are computed on, eps)
@@ -35,18 +38,23 @@ DATASETS = {  # dataset -> (its shipped networks, the one transfer attacks are c
     "fashion": (("fashion_capsnet", "fashion_cnn", "fashion_efficient"), "fashion_cnn", (0.02, 0.05, 0.1, 0.2)),
 }
 PGD_STEPS = 10
+APGD_STEPS = 50
+NO_APGD = ("em",)  # as weak as the CNN under PGD already, and about 40 times slower a step
 
 
 def curves(model: torch.nn.Module, source: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
-           eps_values: tuple[float, ...]) -> dict:
-    r"""Clean accuracy and the FGSM, PGD and transfer-PGD curves of ``model`` (transfer: PGD on ``source``)."""
+           eps_values: tuple[float, ...], adaptive: bool = True) -> dict:
+    r"""Clean accuracy and the FGSM, PGD and transfer-PGD curves of ``model`` (transfer: PGD on
+    ``source``), and when ``adaptive`` the Auto-PGD (DLR loss) curve."""
     start = time.perf_counter()
     row = {"images": len(images), "clean": attacked_accuracy(model, images, labels, None),
-           "fgsm": [], "pgd": [], "transfer": []}
+           "fgsm": [], "pgd": [], "transfer": [], **({"apgd": []} if adaptive else {})}
     for eps in eps_values:
         row["fgsm"].append(attacked_accuracy(model, images, labels, partial(fgsm, model, eps=eps)))
         row["pgd"].append(attacked_accuracy(model, images, labels, pgd(model, eps, steps=PGD_STEPS)))
         row["transfer"].append(attacked_accuracy(model, images, labels, pgd(source, eps, steps=PGD_STEPS)))
+        if adaptive:
+            row["apgd"].append(attacked_accuracy(model, images, labels, apgd(model, eps, steps=APGD_STEPS)))
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row
 
@@ -61,7 +69,7 @@ def run(images: int, em_images: int) -> dict:
         for name in names:
             count = em_images if name == "em" else images
             networks[name] = curves(capsedu.pretrained(name), source, test.images[:count],
-                                    test.labels[:count], eps_values)
+                                    test.labels[:count], eps_values, adaptive=name not in NO_APGD)
             print(dataset, name, json.dumps(networks[name]), flush=True)
         result[dataset] = {"test_data": test.source, "eps": list(eps_values),
                            "transfer_from": source_name, "networks": networks}
@@ -79,6 +87,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"attacks": {"fgsm": "capsedu.explore.attacks.fgsm: one signed step of eps",
                           "pgd": f"{TORCHATTACKS} PGD: {PGD_STEPS} steps of eps/4 from a random start (seed 0)",
                           "transfer": "the same PGD computed on the dataset's CNN, shown to each network",
+                          "apgd": f"{TORCHATTACKS} APGD (Auto-PGD): {APGD_STEPS} steps, 1 restart, the DLR "
+                                  f"loss on log(class_scores) (seed 0); not run on {', '.join(NO_APGD)}",
                           "loss": "cross-entropy of log(class_scores) (capsedu.explore.attacks.ScoresAsLogits)"},
               **run(args.images, args.em_images),
               **machine_record(start, load_before)}

@@ -80,7 +80,8 @@ def table(weights: Path = WEIGHTS_DIR) -> str:
     lines += [row(name, record) for name, record in found.items()]
     on_cpu = {name: record for name, record in found.items() if record.get("device", "cpu") == "cpu"}
     cpus = sorted({record.get("cpu", "an unrecorded CPU") for record in on_cpu.values()})
-    notes = "".join(f" `{name}`: {record['note']}" for name, record in found.items() if record.get("note"))
+    notes = "".join(f" `{name}`: {record['note'].rstrip('.')}." for name, record in found.items()
+                    if record.get("note"))
     canvas = [f"`{name}`" for name, record in found.items() if record["recipe"].get("canvas", 28) != 28]
     if canvas:
         notes += (f" {' and '.join(canvas)}: validation and test digits placed on the 40 × 40 canvas as "

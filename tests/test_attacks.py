@@ -1,4 +1,4 @@
-"""Tests for capsedu.explore.attacks: FGSM, PGD through torchattacks, and accuracy under attack."""
+"""Tests for capsedu.explore.attacks: FGSM, PGD and Auto-PGD through torchattacks, and accuracy under attack."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from capsedu import BaselineCNN, CNNConfig
 from capsedu.course.checks._probe import probe_capsnet
-from capsedu.explore.attacks import ScoresAsLogits, attacked_accuracy, fgsm, pgd
+from capsedu.explore.attacks import ScoresAsLogits, apgd, attacked_accuracy, fgsm, pgd
 
 
 @pytest.fixture
@@ -74,12 +74,44 @@ def test_attacked_accuracy_classifies_what_the_attack_returns_batch_by_batch():
     assert attacked_accuracy(model, images, labels[[3, 4, 5, 0, 1, 2]] * 0 + 1, brighten) == 1.0
 
 
-def test_pgd_leaves_the_mode_and_the_global_random_state_as_found(batch):
+@pytest.mark.parametrize("attack", [lambda m: pgd(m, 0.05, steps=2), lambda m: apgd(m, 0.05, steps=2)])
+def test_pgd_and_apgd_leave_the_mode_and_the_global_random_state_as_found(batch, attack):
     images, labels = batch
     model = probe_capsnet(4).train()
     state = torch.random.get_rng_state()
-    pgd(model, 0.05, steps=2)(images, labels)
+    attack(model)(images, labels)  # torchattacks' APGD reseeds the global generator inside
     assert model.training and torch.equal(torch.random.get_rng_state(), state)
+
+
+def margin(model, images, labels):
+    """z_y - max_{j != y} z_j for each image, with z = log class_scores (negative: misclassified)."""
+    with torch.no_grad():
+        z = ScoresAsLogits(model)(images)
+    true = z.gather(1, labels[:, None]).squeeze(1)
+    return true - z.scatter(1, labels[:, None], float("-inf")).max(dim=1).values
+
+
+def test_apgd_stays_in_the_ball_shrinks_the_margin_and_repeats_with_its_seed():
+    generator = torch.Generator().manual_seed(1)
+    model = probe_capsnet(3)
+    images = torch.rand(16, 1, 28, 28, generator=generator)
+    labels = ScoresAsLogits(model)(images).argmax(dim=1).detach()  # every image right at the start
+    attacked = apgd(model, 0.05, steps=10)(images, labels)
+    assert float((attacked - images).abs().max()) <= 0.05 + 1e-6
+    assert attacked.min() >= 0 and attacked.max() <= 1
+    assert torch.all(margin(model, attacked, labels) <= margin(model, images, labels) + 1e-6)
+    assert margin(model, attacked, labels).mean() < margin(model, images, labels).mean()
+    assert torch.equal(attacked, apgd(model, 0.05, steps=10)(images, labels))
+    assert not torch.equal(attacked, apgd(model, 0.05, steps=10, seed=1)(images, labels))
+
+
+def test_apgd_leaves_images_it_cannot_improve_on_as_they_are():
+    """Auto-PGD attacks only the images the network gets right: a wrong answer stays as given."""
+    generator = torch.Generator().manual_seed(2)
+    model = probe_capsnet(3)
+    images = torch.rand(8, 1, 28, 28, generator=generator)
+    wrong = (ScoresAsLogits(model)(images).argmax(dim=1).detach() + 1) % 10
+    assert torch.equal(apgd(model, 0.1, steps=5)(images, wrong), images)
 
 
 def test_a_softmax_cnns_attack_loss_keeps_its_gradient_when_it_is_sure(batch):
@@ -107,6 +139,9 @@ def test_a_softmax_cnn_is_attacked_through_its_own_logits(batch):
     (lambda m, x, y: fgsm(m, x, y, -0.1), "eps must be a number in [0.0, 1.0]"),
     (lambda m, x, y: pgd(m, 0.1, steps=0), "steps must be"),
     (lambda m, x, y: pgd(m, 0.1, step_size=-1.0), "step_size"),
+    (lambda m, x, y: apgd(m, 0.1, restarts=0), "restarts must be"),
+    (lambda m, x, y: apgd(m, 0.1, loss="hinge"), "loss must be 'dlr' or 'ce'"),
+    (lambda m, x, y: apgd(m, 1.5), "eps must be a number in [0.0, 1.0]"),
     (lambda m, x, y: attacked_accuracy(m, x, y[:2], None), "as long"),
     (lambda m, x, y: attacked_accuracy(torch.nn.Linear(2, 2), x, y, None), "class_scores"),
 ])

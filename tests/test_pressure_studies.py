@@ -5,9 +5,9 @@ import dataclasses
 import pytest
 
 import capsedu
-from benchmarks.adversarial_study import DATASETS, PGD_STEPS
+from benchmarks.adversarial_study import APGD_STEPS, DATASETS, NO_APGD, PGD_STEPS
 from benchmarks.deep_capsules import HIDDEN, calibrate, gradient_norms
-from capsedu.explore.attacks import attacked_accuracy, fgsm, pgd
+from capsedu.explore.attacks import apgd, attacked_accuracy, fgsm, pgd
 from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.deep_capsnet import DeepCapsConfig, DeepCapsNet
 from capsedu.zoo.shipped import study
@@ -20,15 +20,17 @@ def test_the_attack_study_covers_every_network_and_attack():
     for dataset, (names, source, eps_values) in DATASETS.items():
         assert record[dataset]["eps"] == list(eps_values) and record[dataset]["transfer_from"] == source
         assert sorted(record[dataset]["networks"]) == sorted(names)
-        for row in record[dataset]["networks"].values():
-            assert all(len(row[key]) == len(eps_values) for key in ("fgsm", "pgd", "transfer"))
-            assert all(0 <= a <= 1 for key in ("fgsm", "pgd", "transfer") for a in row[key])
+        for name, row in record[dataset]["networks"].items():
+            attacks = ("fgsm", "pgd", "transfer") + (() if name in NO_APGD else ("apgd",))
+            assert ("apgd" in row) == (name not in NO_APGD), name
+            assert all(len(row[key]) == len(eps_values) for key in attacks)
+            assert all(0 <= a <= 1 for key in attacks for a in row[key])
 
 
 @pytest.mark.parametrize("eps_index", [1, 3])
 def test_the_capsnets_recorded_attack_curve_is_what_its_weights_give(shared_data, eps_index, all_threads):
-    """FGSM, PGD and the transfer attack on the CapsNet, re-run on the recorded images: the same
-    accuracy within one image (float sums differ between CPUs)."""
+    """FGSM, PGD, Auto-PGD and the transfer attack on the CapsNet, re-run on the recorded images:
+    the same accuracy within one image (float sums differ between CPUs)."""
     record = study("adversarial")["mnist"]
     row, eps = record["networks"]["capsnet"], record["eps"][eps_index]
     test = capsedu.load_mnist("test", root=shared_data, download=False, verbose=False)
@@ -42,6 +44,8 @@ def test_the_capsnets_recorded_attack_curve_is_what_its_weights_give(shared_data
         row["pgd"][eps_index], abs=one_image)
     assert attacked_accuracy(capsnet, images, labels, pgd(cnn, eps, steps=PGD_STEPS)) == pytest.approx(
         row["transfer"][eps_index], abs=one_image)
+    assert attacked_accuracy(capsnet, images, labels, apgd(capsnet, eps, steps=APGD_STEPS)) == pytest.approx(
+        row["apgd"][eps_index], abs=one_image)
 
 
 @pytest.mark.parametrize("init", ["default", "calibrated"])

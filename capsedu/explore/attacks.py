@@ -1,4 +1,4 @@
-r"""Adversarial examples (lesson 13): FGSM, PGD from ``torchattacks``, and a network's accuracy under them.
+r"""Adversarial examples (lesson 13): FGSM, PGD and Auto-PGD from ``torchattacks``, and a network's accuracy under them.
 
 Every capsedu network answers ``class_scores(images)``: capsule lengths (CapsNet, Efficient-CapsNet),
 activations (EM routing) or probabilities (the CNN), all in [0, 1]. An attack needs a loss to
@@ -58,6 +58,28 @@ def fgsm(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, eps: floa
     return (images + eps * gradient.sign()).clamp(0.0, 1.0).detach()  # (B, C, H, W)
 
 
+def _torchattacks():
+    try:
+        import torchattacks
+    except ImportError as error:
+        raise ImportError(f"PGD and APGD need torchattacks: pip install --no-deps {TORCHATTACKS} "
+                          "(make lab installs it)") from error
+    return torchattacks
+
+
+def _seeded(model: nn.Module, attack: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], seed: int) -> Attack:
+    r"""``attack`` in eval mode, its random numbers drawn from ``seed`` (one stream per call), the
+    global random state and the model's mode left as found."""
+    calls = [0]
+
+    def run(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        with torch.random.fork_rng(devices=[]), eval_mode(model):
+            torch.manual_seed(seed + calls[0])
+            calls[0] += 1
+            return attack(images, labels).detach()  # (B, C, H, W)
+    return run
+
+
 def pgd(model: nn.Module, eps: float, *, steps: int = 10, step_size: float | None = None,
         seed: int = 0) -> Attack:
     r"""Projected gradient descent (Madry et al. 2018) from ``torchattacks``: ``steps`` signed
@@ -68,22 +90,29 @@ def pgd(model: nn.Module, eps: float, *, steps: int = 10, step_size: float | Non
     require_int("steps", steps, minimum=1)
     if step_size is not None:
         require_number("step_size", step_size, low=0.0, high=1.0)
-    try:
-        import torchattacks
-    except ImportError as error:
-        raise ImportError(f"PGD needs torchattacks: pip install --no-deps {TORCHATTACKS} "
-                          "(make lab installs it)") from error
-    attack = torchattacks.PGD(ScoresAsLogits(model), eps=eps, steps=steps,
-                              alpha=eps / 4 if step_size is None else step_size, random_start=True)
+    attack = _torchattacks().PGD(ScoresAsLogits(model), eps=eps, steps=steps,
+                                 alpha=eps / 4 if step_size is None else step_size, random_start=True)
+    return _seeded(model, attack, seed)
 
-    calls = [0]
 
-    def run(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        with torch.random.fork_rng(devices=[]), eval_mode(model):
-            torch.manual_seed(seed + calls[0])
-            calls[0] += 1
-            return attack(images, labels)  # (B, C, H, W)
-    return run
+def apgd(model: nn.Module, eps: float, *, steps: int = 50, restarts: int = 1, loss: str = "dlr",
+         seed: int = 0) -> Attack:
+    r"""Auto-PGD (Croce & Hein 2020, the first attack of AutoAttack) from ``torchattacks``: PGD
+    whose step size adapts to the loss's progress (no step size to tune), in the L-infinity ball
+    of radius ``eps``; each image keeps its worst case over ``restarts`` random starts. With
+    ``loss="dlr"`` it climbs the difference-of-logits ratio, a margin ``(z_y - max_{j != y} z_j)``
+    divided by a spread of the logits ``z`` (here ``log class_scores``): unchanged by shifting or
+    scaling the logits, so a network cannot hide from it behind the scale of its scores - the
+    adaptive check for gradient masking that :func:`pgd`'s cross-entropy is not. ``"ce"``: the
+    cross-entropy. Random numbers as for :func:`pgd`."""
+    require_number("eps", eps, low=0.0, high=1.0)
+    require_int("steps", steps, minimum=1)
+    require_int("restarts", restarts, minimum=1)
+    if loss not in ("dlr", "ce"):
+        raise ValueError(f"loss must be 'dlr' or 'ce', got {loss!r}")
+    attack = _torchattacks().APGD(ScoresAsLogits(model), norm="Linf", eps=eps, steps=steps,
+                                  n_restarts=restarts, loss=loss, seed=seed)
+    return _seeded(model, attack, seed)
 
 
 def attacked_accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,

@@ -370,8 +370,9 @@ print(capsedu.compare_accuracies("paper-size", paper_run["test_accuracy"], 10_00
 # The paper's error, 0.25 %, is within two of our standard errors of the paper-size network's
 # error (printed above): this run is consistent with the paper. And the narrow network the course
 # ships — the CPU profile, 15 epochs on two CPU cores — ties with it (the last line): on 10,000
-# test digits the paper's width buys nothing this test can see. Lesson 13 gives a CapsNet more
-# width and epochs on harder images, clothes, where the narrow one underfits.
+# test digits the paper's width and longer training buy nothing this test can see. Lesson 13
+# gives a CapsNet more width and epochs on harder images, clothes, where the course's narrow
+# networks underfit.
 #
 # This machine says:
 
@@ -458,8 +459,9 @@ print(capsedu.compare_accuracies("routed", routed, len(test_labels), "uniform", 
 # %% [markdown]
 # This switches routing off at test time in a network *trained* with three iterations, which asks
 # it something it never saw. Even so, the two accuracies printed above are a tie (a gap under two
-# standard errors), and only a few dozen of the 10,000 predictions change (the count printed
-# above moves a little from run to run, as training does): in this small, briefly trained network the plain average of the votes already picks the
+# standard errors), and only a few dozen of the 10,000 predictions change (the exact count moves
+# a little between executions, because the lesson trains its network afresh each time): in this
+# small, briefly trained network the plain average of the votes already picks the
 # same digit as routing almost everywhere. The paper trained both (its Table 1, test error on MNIST
 # with the reconstruction loss): 1 iteration 0.29 ± 0.011 %, 3 iterations 0.25 ± 0.005 % - routing
 # bought a small gain there, far smaller than what 10,000 test images let us tell apart here.

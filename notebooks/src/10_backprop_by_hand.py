@@ -363,7 +363,8 @@ print(f"detach_inner=False: largest relative error vs central differences "
 # %% [markdown]
 # With `detach_inner=True` the largest relative error is 1.00 — a relative error of exactly 1
 # means the two numbers have opposite signs or one of them is 0 — while the gradient through
-# every iteration matches the central differences to 3.9e-07. Both backward passes are right for
+# every iteration matches the central differences to within a millionth (the figure printed above
+# moves between machines and runs: float rounding). Both backward passes are right for
 # what they compute: the detached one is the exact gradient of routing *with its last couplings
 # held constant*, which is not the function the forward pass computes. Autograd, which only
 # follows the graph it was given, agrees with either; only central differences tell you which
