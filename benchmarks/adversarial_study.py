@@ -10,9 +10,9 @@ for the EM network, about 40 times slower a step): the accuracy on clean images,
 random start), under a transfer attack - PGD computed on the same dataset's CNN and shown to
 each network, which tells gradient masking (a flat or misleading gradient makes a network look
 robust to its own white-box attack, not to images that fool another network) from robustness -
-and under an adaptive attack, Auto-PGD (:func:`capsedu.explore.attacks.apgd`: 50 steps of an
-adapting size on the scale-free DLR margin loss, the first attack of AutoAttack), on every network
-but the EM network.
+and under a stronger attack, Auto-PGD (:func:`capsedu.explore.attacks.apgd`: 50 steps of an
+adapting size on the DLR margin loss, the first attack of AutoAttack), on every network but the
+EM network.
 Pixel values are in [0, 1]; eps is the L-infinity radius. The result is the study JSON that
 lesson 13 prints (``capsedu/zoo/studies/adversarial.json`` by default).
 """

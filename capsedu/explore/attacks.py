@@ -101,10 +101,10 @@ def apgd(model: nn.Module, eps: float, *, steps: int = 50, restarts: int = 1, lo
     whose step size adapts to the loss's progress (no step size to tune), in the L-infinity ball
     of radius ``eps``; each image keeps its worst case over ``restarts`` random starts. With
     ``loss="dlr"`` it climbs the difference-of-logits ratio, a margin ``(z_y - max_{j != y} z_j)``
-    divided by a spread of the logits ``z`` (here ``log class_scores``): unchanged by shifting or
-    scaling the logits, so a network cannot hide from it behind the scale of its scores - the
-    adaptive check for gradient masking that :func:`pgd`'s cross-entropy is not. ``"ce"``: the
-    cross-entropy. Random numbers as for :func:`pgd`."""
+    divided by the spread of the top logits ``z`` (here ``log class_scores``): unchanged by shifting
+    or scaling the logits, that is by sharpening or flattening the scores. A stronger,
+    parameter-free check for gradient masking than :func:`pgd` (not an attack adapted to any one
+    network). ``"ce"``: the cross-entropy. Random numbers as for :func:`pgd`."""
     require_number("eps", eps, low=0.0, high=1.0)
     require_int("steps", steps, minimum=1)
     require_int("restarts", restarts, minimum=1)
