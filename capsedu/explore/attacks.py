@@ -16,6 +16,7 @@ Shape legend:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -58,7 +59,8 @@ def fgsm(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, eps: floa
     return (images + eps * gradient.sign()).clamp(0.0, 1.0).detach()  # (B, C, H, W)
 
 
-def _torchattacks():
+def _torchattacks() -> Any:
+    r"""The ``torchattacks`` module, or an ImportError saying how to install it."""
     try:
         import torchattacks
     except ImportError as error:
@@ -104,7 +106,9 @@ def apgd(model: nn.Module, eps: float, *, steps: int = 50, restarts: int = 1, lo
     divided by the spread of the top logits ``z`` (here ``log class_scores``): unchanged by shifting
     or scaling the logits, that is by sharpening or flattening the scores. A stronger,
     parameter-free check for gradient masking than :func:`pgd` (not an attack adapted to any one
-    network). ``"ce"``: the cross-entropy. Random numbers as for :func:`pgd`."""
+    network). ``"ce"``: the cross-entropy. Random numbers: torchattacks' APGD reseeds the
+    generator with ``seed`` at every call, so every batch starts from the same draw (unlike
+    :func:`pgd`, one stream per call); the global random state is left as found."""
     require_number("eps", eps, low=0.0, high=1.0)
     require_int("steps", steps, minimum=1)
     require_int("restarts", restarts, minimum=1)
