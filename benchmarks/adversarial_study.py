@@ -2,6 +2,7 @@ r"""Adversarial examples against the shipped networks: accuracy against the atta
 
     CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.adversarial_study
     .venv/bin/python -m benchmarks.adversarial_study --images 100 --em-images 20 --out /tmp/a.json
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.adversarial_study --networks em
 
 For each shipped MNIST network (the CapsNet, the CNN, Efficient-CapsNet, the EM network) and each
 Fashion-MNIST one, on the first ``--images`` images of the official test split (``--em-images``
@@ -15,6 +16,10 @@ adapting size on the DLR margin loss, the first attack of AutoAttack), on every 
 EM network.
 Pixel values are in [0, 1]; eps is the L-infinity radius. The result is the study JSON that
 lesson 13 prints (``capsedu/zoo/studies/adversarial.json`` by default).
+
+``--networks`` re-measures only the named networks (after one is re-shipped) with the same
+settings, keeps every other row of the ``--out`` file, and appends what the partial run ran on
+and how long it took to the file's ``updates``.
 """
 
 from __future__ import annotations
@@ -59,9 +64,13 @@ def curves(model: torch.nn.Module, source: torch.nn.Module, images: torch.Tensor
     return row
 
 
-def run(images: int, em_images: int) -> dict:
+def run(images: int, em_images: int, only: tuple[str, ...] | None = None) -> dict:
+    r"""The study's rows per dataset; with ``only``, just those networks' rows (and datasets)."""
     result = {}
     for dataset, (names, source_name, eps_values) in DATASETS.items():
+        names = tuple(name for name in names if only is None or name in only)
+        if not names:
+            continue
         load = capsedu.load_mnist if dataset == "mnist" else capsedu.load_fashion_mnist
         test = load("test", download=False, verbose=False)
         source = capsedu.pretrained(source_name)
@@ -76,14 +85,46 @@ def run(images: int, em_images: int) -> dict:
     return result
 
 
+def merged(recorded: dict, partial: dict, record: dict) -> dict:
+    r"""The study ``recorded`` with the rows of ``partial`` (a run with ``--networks``) in place of
+    its own, and ``record`` (what the partial run ran on) appended to its ``updates``."""
+    result = json.loads(json.dumps(recorded))  # a deep copy
+    updated = []
+    for dataset, fresh in partial.items():
+        if fresh["eps"] != result[dataset]["eps"] or fresh["test_data"] != result[dataset]["test_data"]:
+            raise ValueError(f"the recorded {dataset} study used other eps or test data than this run: "
+                             "re-run the whole study (without --networks)")
+        for name, row in fresh["networks"].items():
+            before = result[dataset]["networks"].get(name)
+            if before is not None and before["images"] != row["images"]:
+                raise ValueError(f"{name}'s recorded row used {before['images']} images, this run "
+                                 f"{row['images']}: pass the recorded --images / --em-images")
+            result[dataset]["networks"][name] = row
+            updated.append(name)
+    result.setdefault("updates", []).append({"networks": updated, **record})
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--images", type=int, default=500, help="test images per network")
     parser.add_argument("--em-images", type=int, default=200, help="test images for the EM network")
     parser.add_argument("--out", type=Path, default=STUDIES_DIR / "adversarial.json")
+    shipped = [name for names, _, _ in DATASETS.values() for name in names]
+    parser.add_argument("--networks", nargs="+", choices=shipped, metavar="NAME",
+                        help="re-measure only these networks and keep the --out file's other rows "
+                             f"(one of {', '.join(shipped)})")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     load_before, start = os.getloadavg(), time.perf_counter()
+    if args.networks:
+        if not args.out.exists():
+            parser.error(f"--networks updates a recorded study, but {args.out} does not exist: run the whole study first")
+        partial = run(args.images, args.em_images, tuple(args.networks))
+        record = machine_record(start, load_before)
+        result = merged(json.loads(args.out.read_text()), partial, record)
+        write_study(result, args.out, seconds=record["seconds"])
+        return result
     result = {"attacks": {"fgsm": "capsedu.explore.attacks.fgsm: one signed step of eps",
                           "pgd": f"{TORCHATTACKS} PGD: {PGD_STEPS} steps of eps/4 from a random start (seed 0)",
                           "transfer": "the same PGD computed on the dataset's CNN, shown to each network",

@@ -33,11 +33,11 @@ def machine_record(start: float, load_before: tuple[float, float, float]) -> dic
             "torch": torch.__version__, "load_average": [list(load_before), list(os.getloadavg())]}
 
 
-def write_study(result: dict, out: Path) -> None:
-    r"""Write a study's JSON to ``out`` and say so on stderr."""
+def write_study(result: dict, out: Path, seconds: float | None = None) -> None:
+    r"""Write a study's JSON to ``out`` and say so, with the run's ``seconds`` (default: the study's), on stderr."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"written to {out} ({result['seconds']} s)", file=sys.stderr)
+    print(f"written to {out} ({result['seconds'] if seconds is None else seconds} s)", file=sys.stderr)
 
 
 def synchronize(device: torch.device) -> None:
