@@ -307,8 +307,9 @@ print(f"2 epochs on {n_train:,} images ({sum(history['train_seconds']):.0f} s, "
 # ### The shipped network
 #
 # `capsedu.pretrained("em")` was trained by `python -m capsedu.zoo.train em` on the 55,000
-# digits of the train split (shifted by up to 2 pixels) for **five epochs** — what the time
-# budget of the session that retrained it allowed — with Adam and a one-cycle learning rate,
+# digits of the train split (shifted by up to 2 pixels) for **ten epochs** — what fitted the
+# course's two-hour budget for this network at the speed its machine ran that day (printed
+# below) — with Adam and a one-cycle learning rate,
 # batch 16, 2 EM iterations, λ = 0.001 with $\beta_a$ learned in logit units (below), and the
 # spread loss's margin ramped as the paper does: 0.2 in the first epoch, halfway to 0.9 in the second and
 # 0.9 from the third (`'start_margin'` and `'ramp_epochs'` in the recipe printed below).
@@ -330,30 +331,49 @@ print(f"training accuracy in the last epoch: {metrics['history']['train_accuracy
 test, validation = metrics["test_data"], metrics["validation_data"]
 print("test vs validation:", capsedu.compare_accuracies("test", test["accuracy"], test["images"],
                                                         "validation", validation["accuracy"], validation["images"]))
+tries = metrics["tries"]  # the runs made before this one, on validation (the last: the network it replaced)
 before = study("comparison_4000")["rows"]["em"]["clean"]  # the 4,000-digit network, same 10,000 test digits
 print("against the 4,000-digit network:", capsedu.compare_accuracies("this one", test["accuracy"], test["images"],
                                                                      "4,000 digits", before, test["images"]))
-short = 0.99 - test["accuracy"]
-print(f"below the 99 % goal by {100 * short:.2f} points, {short / metrics['test_standard_error']:.1f} standard errors")
+margin = test["accuracy"] - 0.99
+print(f"{'above' if margin >= 0 else 'below'} the course's 99 % goal by {100 * abs(margin):.2f} points, "
+      f"{abs(margin) / metrics['test_standard_error']:.1f} standard errors")
+print("the run it replaces:", {key: tries[-1][key] for key in ("changes", "validation_accuracy", "wall_minutes",
+                                                                "images_per_second")})
+print("against it, on validation:", capsedu.compare_accuracies(
+    "ten epochs", validation["accuracy"], validation["images"], "five", tries[-1]["validation_accuracy"][-1],
+    validation["images"]))
 
 # %% [markdown]
-# The shipped network names **98.88 %** of the 10,000 official test digits and 98.60 % of the
-# 5,000 validation digits, a tie; the 98.65 % measured now on 2,000 of the test digits agrees with
-# the record within its sampling error. That is **just below the course's goal of 99 %** for this
-# network (benchmarks/README.md), by about one standard error (printed above): this test cannot
-# tell it from a network at 99 %, but the goal is not met. The yl-1993 port reports 99.1 % for
-# this configuration with all 60,000 training images (its README). It is clearly better than the
-# 4,000-digit network shipped before the course moved to all of MNIST, which learned for 32
-# epochs with the margin ramped and reached 97.92 % (benchmarks/README.md, "The shipped networks trained on 4,000 digits
-# (recorded)", and `capsedu/zoo/studies/shipped_4000.json`): the gap printed above is far past
-# two standard errors. Its validation accuracy rose after every epoch, from 95.74 % after the
-# first to 98.60 % after the fifth, and had not levelled off: more epochs would likely help, and
-# five were what the time budget allowed (the runs of one and two epochs that it replaces are in
-# benchmarks/README.md). The training accuracy printed above is the average over the last epoch,
-# on shifted digits while the weights still changed; it lies close to the validation accuracy,
-# so at this length the network shows no sign of learning its 55,000 digits by heart. Nor can
-# the 4,000-digit network simply stay shipped: it learned from the offline subset, which is now
-# the validation split, so it would be validated on its own training digits.
+# The shipped network names **99.23 %** of the 10,000 official test digits and 98.80 % of the
+# 5,000 validation digits, and the 99.20 % measured now on 2,000 of the test digits agrees with
+# the record. That **meets the course's goal of 99 %** for this network (benchmarks/README.md), by
+# 2.6 standard errors (printed above), ties with its aim of 99.3 % (the same page; 0.8 standard
+# errors below it), and ties
+# with the 99.1 % the yl-1993 port reports for this configuration with all 60,000 training images
+# (its README). The test digits come out ahead of the validation digits by more than two standard
+# errors (printed above); the other shipped MNIST networks show no consistent direction between
+# the two splits (the README's table), so this may be chance or something about these 5,000
+# digits for this network — one run cannot say which. It is clearly better than the 4,000-digit
+# network shipped before the course moved to all of MNIST, which learned for 32 epochs with the
+# margin ramped and reached 97.92 % (benchmarks/README.md, "The shipped networks trained on 4,000
+# digits (recorded)", and `capsedu/zoo/studies/shipped_4000.json`): the gap printed above is far
+# past two standard errors.
+#
+# Its validation accuracy rose from 93.42 % after the first epoch to 98.72 % after the seventh,
+# and then stayed within a standard error (98.80, 98.84, 98.80 %) while the one-cycle schedule
+# annealed the learning rate. The network it replaces was the same recipe for five epochs
+# (printed above: 98.60 % on validation; 98.88 % on the test digits, benchmarks/README.md): five
+# were what the two-hour budget allowed on a day this machine ran the recipe at 46 images/s,
+# ten on a day it ran at 116 (both printed above) — the same code and the same kind of CPU. The
+# five extra epochs were worth 0.35 ± 0.14 points on the test digits, 2.6 standard errors
+# (benchmarks/README.md), from one run of each — but on the validation digits, on which the
+# network was chosen, the gain is a tie (printed above). The training accuracy
+# printed above (the average over the last epoch, on shifted digits while the weights still
+# changed) lies between the validation and the test accuracy: no sign yet of learning its
+# training digits by heart. Nor can the 4,000-digit network
+# simply stay shipped: it learned from the offline subset, which is now the validation split, so
+# it would be validated on its own training digits.
 #
 # The recipe was chosen in those 4,000-digit runs (benchmarks/README.md, "EM routing", one run
 # of each). The change to the paper's procedure that mattered most there was
@@ -401,11 +421,11 @@ em_figure(steps, digit, iteration=2, parents=shown, names=[f"class {k}" for k in
 
 # %% [markdown]
 # The network routes this 7 in its second iteration. After the first (one M-step on uniform
-# assignments) the four classes printed lie between 0.196 and 0.208, class 2 a little ahead of
-# class 7; after the E-step, class 7 holds most of the 144 children (Σᵢ Rᵢⱼ in the titles) and
-# its activation is 0.999, while the next classes fall to 0.136 (class 2) and 0.122 (class 3).
-# More iterations than the two it was trained with change little on this digit: after 5, class 7
-# is at 0.993 and class 2, the strongest of the printed rivals, at 0.167.
+# assignments) the four classes printed lie between 0.152 and 0.180, classes 2 and 9 a little
+# ahead of class 7; after the E-step, class 7 holds most of the 144 children (Σᵢ Rᵢⱼ in the
+# titles) and its activation is 1.000, while the next classes fall to 0.099 (class 2) and 0.084
+# (class 9). More iterations than the two it was trained with change little on this digit: after
+# 5, class 7 is at 0.994 and class 2, the strongest of the printed rivals, at 0.111.
 #
 # The two directions in which these votes vary most are the coordinate-addition entries: the
 # votes form 9 clumps, one per position of the 3 × 3 grid below the class layer (16 capsule
@@ -460,10 +480,11 @@ ax.set(xscale="log", xlabel="inverse temperature λ", ylabel="class activation a
 ax.legend(fontsize=8)
 plt.show()
 print("activation of the label's class:", {lam: round(float(a), 3) for lam, a in zip(lambdas, sweep[:, label])})
+print("the most active class:", {lam: int(a.argmax()) for lam, a in zip(lambdas, sweep)})
 
 # %% [markdown]
-# At the trained λ = 0.001 the label's class is at 0.999 and its three strongest rivals between
-# 0.108 and 0.136 (printed under the trace above; the other six a little lower in the figure): a
+# At the trained λ = 0.001 the label's class is at 1.000 and its three strongest rivals between
+# 0.081 and 0.099 (printed under the trace above; the other six a little lower in the figure): a
 # class that no child is assigned to has a cost near 0, so its activation is about
 # $\text{sigmoid}(\lambda\beta_a)$. For the spread loss's margin of 0.9 the network needs that
 # near 0.1, i.e. $\lambda\beta_a \approx -2$: $\beta_a \approx -2{,}000$ at λ = 0.001. Adam
@@ -471,12 +492,17 @@ print("activation of the label's class:", {lam: round(float(a), 3) for lam, a in
 # gets there: in the 4,000-digit runs of benchmarks/README.md ("EM routing") such a network kept
 # its wrong classes near 0.5 and its training loss at 1.61 after 32 epochs, and learned in logit
 # units (the parameter holds $\lambda\beta_a$) the loss fell to 0.066 there. The network shipped
-# now learned in logit units for five epochs: on this digit its rivals have left 0.5 and come
-# close to 0.1, near what the margin of 0.9 asks. Smaller λ pulls every class towards 0.5 (at
-# 1e-5 the label's class is at 0.517); larger λ saturates — at 0.01 and 0.1 the label's class is
-# at 1.0 and, in the figure, its rivals at 0. This digit stays correct, but each activation then
-# says only on which side of zero its saving lies, and a sigmoid that steep passes almost no
-# gradient back to training.
+# now learned in logit units for ten epochs: on this digit its rivals have left 0.5 and sit just
+# under 0.1, where the margin of 0.9 asks them to be. Smaller λ pulls every class towards 0.5 (at
+# 1e-5 the label's class is at 0.519); larger λ saturates — at 0.01 the label's class is at 1.0
+# and, in the figure, its rivals at 0, and at 0.1 the label's class falls to 0 while class 8
+# (printed) rises to 1: this digit is misread. The sigmoid alone cannot do that: with the
+# assignments of λ = 0.001, class 7's saving is positive and its rivals' negative, so a larger λ
+# would only push them further apart. The E-step does it: it weighs each child's assignment by
+# $\log a_j$, which λ scales too, so at 0.1 the savings' differences swamp the votes' fit
+# $\log p_{ij}$ and the children move to another class. A λ the network never saw changes
+# where the children go, not only how sharp the activations are; and a sigmoid that steep
+# passes almost no gradient back to training.
 
 # %% [markdown]
 # ### More iterations at test time?
@@ -496,7 +522,7 @@ for routing_layer in routing_layers:
 
 # %% [markdown]
 # The network works only with the number of iterations it was trained with: **1 iteration
-# gives 10.0 %** (chance), 2 give 98.6 %, and 3 give 83.8 %. One iteration is not too few to
+# gives 10.0 %** (chance), 2 give 98.8 %, and 3 give 86.3 %. One iteration is not too few to
 # separate anything — on the toy above a single M-step already tells the parents apart — but the
 # layers after each routing learned to expect the poses and activations of exactly two EM
 # iterations, and any other number hands them inputs they were never trained on; EM routing's
@@ -624,17 +650,16 @@ check_spot_the_bug(bug_line);
 #   $a_j p_{ij}$, in **log space** so that no density underflows.
 # - Renormalising $R_{ij}a_i$ over the parents — one line in the best-known port — cancels the
 #   activations: dimming a parent's supporters no longer changes anything.
-# - The shipped network (68,444 parameters, 2 iterations, **five epochs** on the 55,000 digits of
-#   the train split, the margin ramped from 0.2 to 0.9) names 98.88 % of the official test digits
-#   (validation 98.60 %). That is just below the course's 99 % goal (benchmarks/README.md) - by
-#   about one standard error - and below the 99.1 % the yl-1993 port reports, and clearly above the
-#   97.92 % that the 4,000-digit network reached in 32 epochs (benchmarks/README.md); its
-#   validation accuracy was still rising when the time budget ended. The 4,000-digit network
-#   cannot stay shipped, because it learned from what is now the validation
-#   split. Learning $\lambda\beta_a$ instead of $\beta_a$ lets the wrong classes' activations
+# - The shipped network (68,444 parameters, 2 iterations, **ten epochs** on the 55,000 digits of
+#   the train split, the margin ramped from 0.2 to 0.9) names 99.23 % of the official test digits
+#   (validation 98.80 %). That meets the course's 99 % goal (benchmarks/README.md), by 2.6
+#   standard errors, and ties with the 99.1 % the yl-1993 port reports; five epochs of the same
+#   recipe had given 98.88 %, and the 4,000-digit network 97.92 % in 32 epochs
+#   (benchmarks/README.md). The 4,000-digit network cannot stay shipped, because it learned from
+#   what is now the validation split. Learning $\lambda\beta_a$ instead of $\beta_a$ lets the wrong classes' activations
 #   leave 0.5 (96.85 % without it, 97.70 % with it, in the 4,000-digit runs of
 #   benchmarks/README.md); and the network works only with the 2 iterations it was trained with
-#   (1: 10.0 %, 3: 83.8 %).
+#   (1: 10.0 %, 3: 86.3 %).
 
 # %% [markdown]
 # ## What's next
