@@ -129,10 +129,15 @@ _, probe_targets = probe.batch(torch.arange(len(probe)))
 overlaps = torch.tensor([box_overlap(*pair) for pair in probe_targets.digits])
 print(f"bounding-box overlap over 1,000 pairs: mean {overlaps.mean():.0%}, "
       f"median {overlaps.median():.0%}, under 50 % in {(overlaps < 0.5).float().mean():.1%} of pairs")
+offsets = torch.arange(-4, 5)  # each digit's shift in x (and in y), up to 4 pixels either way
+apart = (offsets.view(-1, 1) - offsets.view(1, -1)).abs().float()  # (9, 9): distance between the two
+print(f"two 20 x 20 boxes shifted the same way overlap by {(1 - apart / 20).mean() ** 2:.0%} on average")
 
 # %% [markdown]
-# About three quarters on average by this measure — somewhat below the paper's 80 % (which does not say
-# exactly how it measured); one pair in twelve overlaps by less than half.
+# About three quarters on average by this measure — somewhat below the paper's 80 %, which it
+# reasons from a nominal 20 × 20 box per digit without showing the average. Boxes of exactly
+# 20 × 20 with our shifts give the second figure printed above, close to what the real digits give;
+# one pair in twelve overlaps by less than half.
 #
 # ## Check it
 #
@@ -231,8 +236,8 @@ print(f"after {n_pairs:,} pairs ({history['train_seconds'][0]:.0f} s): both righ
 # types, batch 64) and the CNN (lesson 08's, with a sigmoid per class and binary cross-entropy,
 # `CNNConfig(multi_label=True)`). The 32 epochs were the time budget of one session that was lent a
 # GPU (an NVIDIA H200), not a choice made on the validation pairs; on two CPU cores each recipe
-# takes about an hour or more (the cell under *Accuracy against training minutes* times both on
-# your machine). The minutes printed below are GPU minutes, and the CapsNet's are
+# takes far longer (the cell under *Accuracy against training minutes* times both on your
+# machine). The minutes printed below are GPU minutes, and the CapsNet's are
 # inflated: its first 3 epochs shared the GPU with another training. Both were measured on the
 # validation pairs (from the 5,000 validation digits) after every epoch, and once at the end on the
 # fixed 10,000 test pairs.
@@ -254,6 +259,9 @@ for name, (network, key) in networks.items():
           f"{metrics['test_at_least_one']:.2%} of the test pairs")
     print(f"{'':8s} measured now on {len(live):,} test pairs: both {measured['both']:.2%}, "
           f"at least one {measured['at_least_one']:.2%}")
+    print(f"{'':8s} training accuracy (both right) in the last epoch {metrics['history']['train_accuracy'][-1]:.2%}; "
+          f"below the course's 90 % goal for the CapsNet by {100 * (0.90 - metrics['test_accuracy']):.2f} points, "
+          f"{(0.90 - metrics['test_accuracy']) / metrics['test_standard_error']:.0f} standard errors")
 
 # %% [markdown]
 # The CapsNet names both digits in **83.71 %** of the 10,000 test pairs, far below the paper's
@@ -261,18 +269,24 @@ for name, (network, key) in networks.items():
 # name at least one of the two in 99.68 % and 99.73 % of the pairs: the hard part is the second
 # digit. (Chance for "both" is 1 in 45.) **The paper's claim — the CapsNet ahead of its CNN — is
 # reversed here: the CNN is ahead by 4.52 ± 0.49 points, 9.2 standard errors** (the verdict printed
-# below). What differs from the paper: 32 epochs of 60,000 pairs instead of the paper's 60 million
-# pairs; and our CapsNet is narrowed (fewer conv1 channels and 4 capsule types, against the paper's
-# 256 channels and 32 types), while the CNN here has more parameters than the CapsNet (printed
-# above). The width was tried in short runs outside this lesson, all with 4,000 training digits (the
-# MultiMNIST study in benchmarks/README.md, `benchmarks/multimnist_study.py`): 16 capsule types
-# learned no faster per epoch than 8 and trained more slowly; 4 learned as fast per epoch at 1.6
-# times the pairs per second by the README's timing; and benchmarks/README.md records that the
-# network with 8 types had reached 80.65 %.
+# below). The course's goal for this CapsNet, 90 % of the test pairs (benchmarks/README.md), is
+# missed by the margin printed above, and the CNN misses it too. What stopped it is training,
+# not a measured limit of capsules: 32 epochs of 60,000 pairs (1.92 million) instead of the
+# paper's 60 million pairs, which was what one GPU session allowed; and a CapsNet narrowed for
+# the CPU (32 conv1 channels and 4 capsule types in the recipe, against the paper's 256 channels
+# and 32 types), whose full width was never trained on MultiMNIST here. Its training accuracy
+# (printed above) is no higher than its validation accuracy: it underfits, so more training, not
+# less capacity to memorise, is what it lacks. The CNN here has more parameters than the CapsNet
+# (printed above). The width was tried only in short runs with 4,000 training digits (the
+# MultiMNIST study in benchmarks/README.md, `benchmarks/multimnist_study.py`): 16 primary capsule
+# types learned no faster per epoch than 8 and trained more slowly; 4 learned as fast per epoch as
+# 8 (within a point after each of 4 epochs) at 1.6 times the pairs per second by the README's
+# timing, so the shipped network has 4.
 
 # %% [markdown]
-# The same two networks were shipped before from 4,000 training digits (recorded in
-# `shipped_4000`, the same fixed test pairs); side by side with today's:
+# Both networks were shipped before from 4,000 training digits (recorded in `shipped_4000`, the
+# same fixed test pairs): the CapsNet with today's architecture, the CNN with wider convolutions
+# and narrower hidden layers (printed below). Side by side with today's:
 
 # %%
 before = study("shipped_4000")["networks"]
@@ -285,6 +299,9 @@ for name, (_, key) in networks.items():
           f"{capsedu.with_error(now['test_accuracy'], now['test_data']['images'])}")
 today = {"multimnist": capsedu.pretrained_metrics("multimnist"),
          "multimnist_cnn": capsedu.pretrained_metrics("multimnist_cnn")}
+old_cnn, new_cnn = (record["recipe"]["config"] for record in (before["multimnist_cnn"], today["multimnist_cnn"]))
+print(f"the CNN's layers: channels {old_cnn['channels']}, hidden {old_cnn['hidden']} with 4,000 digits; "
+      f"channels {new_cnn['channels']}, hidden {new_cnn['hidden']} now")
 for name, (_, key) in networks.items():
     old, now = before[key], today[key]
     print(f"{name}: " + capsedu.compare_accuracies("55,000 digits", now["test_accuracy"], now["test_data"]["images"],
@@ -298,8 +315,9 @@ for label, metrics in (("4,000 digits", before), ("55,000 digits", today)):
 # With about 14 times more training digits, both networks score higher on the test pairs than
 # their 4,000-digit versions, the CNN by far more (88.23 against 82.74 %) than the CapsNet (83.71
 # against 82.31 %); both gains are more than two standard errors (printed above). The epochs
-# changed too — 32 against 40 for the CapsNet, 32 against 5 for the CNN — so these runs do not
-# separate what the digits buy from what the epochs buy. The CapsNet-against-CNN verdict did change:
+# changed too — 32 against 40 for the CapsNet, 32 against 5 for the CNN — and so did the CNN's
+# layers, so these runs do not separate what the digits buy from what the epochs (and, for the
+# CNN, its architecture) buy. The CapsNet-against-CNN verdict did change:
 # a tie with 4,000 digits (the CNN ahead by 0.43 ± 0.54 points), the CNN clearly ahead now. (The
 # 4,000-digit recipes were chosen on these test pairs, which benchmarks/README.md estimates makes
 # the CapsNet's figure optimistic by about half a point.)
@@ -389,10 +407,11 @@ for name, (_, _, accuracy) in curves.items():
 # not move, the CNN is ahead throughout. Each point of these curves is a moment of a 32-epoch run,
 # not a network trained for that budget: a run planned for fewer minutes anneals its learning rate
 # sooner and may end higher than the curve's point. Both curves flatten as the one-cycle schedule anneals
-# the learning rate to zero: the CapsNet's last three epochs gained about a tenth of a point each,
-# the CNN's less (printed above). A longer run would gain something, but nothing here points to
-# the paper's 94.8 %; whether a longer run would close the gap to the CNN — it narrowed over the
-# last million pairs, while the CapsNet still gained a little each epoch — this run cannot say. A
+# the learning rate to zero: over their last three epochs each moved by about a tenth of a point
+# or less (printed above), which 10,000 validation pairs cannot tell from no change (one standard
+# error is about a third of a point). Nothing here points to the paper's 94.8 %; whether a longer
+# run would close the gap to the CNN — it narrowed over the last million pairs, and the end of
+# the schedule says little about a longer one — this run cannot say. A
 # longer or wider CapsNet run is
 # left to you (see *Ideas to try*).
 
@@ -549,7 +568,9 @@ check_reconstruct_one(reconstruct_one, capsnet);
 #   same pairs for the same epochs, gets 88.23 %: ahead by 4.52 ± 0.49 points, where with 4,000
 #   digits the two had tied. On the validation curves the CNN is ahead at every number of pairs
 #   seen; at equal minutes the gap depends on the two networks' speeds on your machine. The paper's 94.8 % against 91.9 % (60 M pairs, 60,000 digits, the full-size network), a
-#   CapsNet ahead of its CNN, is not reproduced on this budget: here the order is reversed.
+#   CapsNet ahead of its CNN, is not reproduced on this budget: here the order is reversed. The
+#   course's 90 % goal is missed too; what stopped it is training (1.92 million pairs against the
+#   paper's 60 million, on a network narrowed for the CPU), not a measured limit of capsules.
 # - The decoder does pull the digits apart (Figure 5): each label's capsule redraws its digit
 #   alone. A missing class's capsule drew only a faint blur in two of the three correct pairs shown,
 #   but a clear digit of its class in the third, unlike the paper's Figure 5.
