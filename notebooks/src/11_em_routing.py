@@ -338,8 +338,9 @@ print("against the 4,000-digit network:", capsedu.compare_accuracies("this one",
 margin = test["accuracy"] - 0.99
 print(f"{'above' if margin >= 0 else 'below'} the course's 99 % goal by {100 * abs(margin):.2f} points, "
       f"{abs(margin) / metrics['test_standard_error']:.1f} standard errors")
-print("the run it replaces:", {key: tries[-1][key] for key in ("changes", "validation_accuracy", "wall_minutes",
-                                                                "images_per_second")})
+replaced = tries[-1]
+print(f"the run it replaces: {replaced['changes']}, validation {replaced['validation_accuracy'][-1]:.2%} after "
+      f"its last epoch, {replaced['wall_minutes']} min at {replaced['images_per_second']} images/s")
 print("against it, on validation:", capsedu.compare_accuracies(
     "ten epochs", validation["accuracy"], validation["images"], "five", tries[-1]["validation_accuracy"][-1],
     validation["images"]))
