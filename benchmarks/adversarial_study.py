@@ -25,6 +25,7 @@ and how long it took to the file's ``updates``.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import time
@@ -88,7 +89,7 @@ def run(images: int, em_images: int, only: tuple[str, ...] | None = None) -> dic
 def merged(recorded: dict, partial: dict, record: dict) -> dict:
     r"""The study ``recorded`` with the rows of ``partial`` (a run with ``--networks``) in place of
     its own, and ``record`` (what the partial run ran on) appended to its ``updates``."""
-    result = json.loads(json.dumps(recorded))  # a deep copy
+    result = copy.deepcopy(recorded)
     updated = []
     for dataset, fresh in partial.items():
         if fresh["eps"] != result[dataset]["eps"] or fresh["test_data"] != result[dataset]["test_data"]:
