@@ -63,6 +63,15 @@ def test_figures_draw(model, pairs):
     assert isinstance(pair_matrix_figure({"a": shares, "b": shares}), Figure)
 
 
+def test_the_matrix_title_names_the_lowest_cell_with_its_standard_error():
+    shares = torch.full((10, 10), 0.9)
+    shares[2, 5] = shares[5, 2] = 0.75
+    counts = torch.full((10, 10), 300)
+    figure = pair_matrix_figure({"CapsNet": shares}, {"CapsNet": counts})
+    # 0.75 of 300 pairs: a standard error of 2.5 points
+    assert figure.axes[0].get_title() == "CapsNet: lowest cell 2 & 5 (75% ± 2%)"
+
+
 def test_the_explorer_reconstructs_the_chosen_capsules(model, pairs):
     explorer = pair_explorer(model, pairs, index=3)
     labels = pairs.batch(torch.tensor([3]))[1].labels[0].tolist()

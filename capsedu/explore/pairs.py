@@ -27,6 +27,7 @@ from capsedu.explore.render import PngView
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 from capsedu.nets.multi_digit import pair_hits
 from capsedu.training.modes import eval_mode
+from capsedu.training.uncertainty import standard_error
 
 FIRST_RGB, SECOND_RGB = np.array([1.0, 0.35, 0.1]), np.array([0.1, 0.65, 1.0])  # orange, blue
 
@@ -99,17 +100,23 @@ def pair_accuracy_matrix(model: torch.nn.Module, pairs: MultiMNIST,
     return right / count, count
 
 
-def pair_matrix_figure(matrices: dict[str, torch.Tensor]) -> Figure:
-    r"""One heat map per network of :func:`pair_accuracy_matrix`'s shares, on one colour scale."""
+def pair_matrix_figure(matrices: dict[str, torch.Tensor], counts: dict[str, torch.Tensor] | None = None) -> Figure:
+    r"""One heat map per network of :func:`pair_accuracy_matrix`'s shares, on one colour scale;
+    with each network's ``counts`` (pairs per cell) the lowest cell's share carries its standard
+    error."""
     figure = Figure(figsize=(4.4 * len(matrices) + 0.8, 4.2), layout="constrained")
     axes = figure.subplots(1, len(matrices), squeeze=False)[0]
     low = min(float(np.nanmin(m.numpy())) for m in matrices.values())
     for ax, (name, matrix) in zip(axes, matrices.items()):
         shown = ax.imshow(matrix.numpy(), cmap="viridis", vmin=low, vmax=1.0)
-        worst = np.unravel_index(np.nanargmin(matrix.numpy()), matrix.shape)
-        ax.set(title=f"{name}: worst pair {worst[0]} & {worst[1]} ({float(matrix[worst]):.0%})",
+        lowest = np.unravel_index(np.nanargmin(matrix.numpy()), matrix.shape)
+        share = float(matrix[lowest])
+        error = "" if counts is None else f" ± {standard_error(share, int(counts[name][lowest])):.0%}"
+        ax.set(title=f"{name}: lowest cell {lowest[0]} & {lowest[1]} ({share:.0%}{error})",
                xlabel="digit", ylabel="digit", xticks=range(10), yticks=range(10))
     figure.colorbar(shown, ax=list(axes), label="share of test pairs with both digits right")
+    if counts is not None:
+        figure.suptitle("each cell is a small sample: cells closer than two standard errors tie")
     return figure
 
 
