@@ -59,6 +59,8 @@
 # %matplotlib inline
 
 import copy
+import re
+import textwrap
 
 import matplotlib.pyplot as plt
 import torch
@@ -247,6 +249,13 @@ print(f"after {n_pairs:,} pairs ({history['train_seconds'][0]:.0f} s): both righ
 # fixed 10,000 test pairs.
 
 # %%
+def say(text: str, indent: int = 9) -> None:
+    """Print ``text`` wrapped to the width of the book's code column, later lines indented; a
+    value stays with its error and unit, a count with "standard errors"."""
+    glued = re.sub(r" (± |%|standard errors)", lambda m: m[0].replace(" ", "\u00a0"), text)
+    print(textwrap.fill(glued, width=76, subsequent_indent=" " * indent).replace("\u00a0", " "))
+
+
 def trained_on(metrics: dict) -> str:
     """Where a shipped network trained: the GPU's name, or the CPU's with its cores."""
     device = metrics.get("device", "cpu")
@@ -261,16 +270,16 @@ for name, (network, key) in networks.items():
     metrics = capsedu.pretrained_metrics(key)
     recipe = metrics["recipe"]
     measured = capsedu.pair_accuracy(network, live)
-    print(f"{name:8s} {sum(p.numel() for p in network.parameters()):>9,} parameters, "
+    say(f"{name:8s} {sum(p.numel() for p in network.parameters()):>9,} parameters, "
           f"{recipe['epochs']} epochs x {recipe['pairs']['pairs_per_epoch']:,} pairs in "
           f"{metrics['train_wall_seconds'] / 60:.1f} min on {trained_on(metrics)} "
           f"({metrics['train_images_per_second']:,.0f} pairs/s)")
-    print(f"{'':8s} {capsedu.shipped_summary(key)}; at least one right in "
+    say(f"{'':8s} {capsedu.shipped_summary(key)}; at least one right in "
           f"{metrics['test_at_least_one']:.2%} of the test pairs")
-    print(f"{'':8s} measured now on {len(live):,} test pairs: both {measured['both']:.2%}, "
+    say(f"{'':8s} measured now on {len(live):,} test pairs: both {measured['both']:.2%}, "
           f"at least one {measured['at_least_one']:.2%}")
-    print(f"{'':8s} training accuracy (both right) in the last epoch {metrics['history']['train_accuracy'][-1]:.2%}")
-    print(f"{'':8s} below 90 % (the course's goal for the CapsNet) by {100 * (0.90 - metrics['test_accuracy']):.2f} points, "
+    say(f"{'':8s} training accuracy (both right) in the last epoch {metrics['history']['train_accuracy'][-1]:.2%}")
+    say(f"{'':8s} below 90 % (the course's goal for the CapsNet) by {100 * (0.90 - metrics['test_accuracy']):.2f} points, "
           f"{(0.90 - metrics['test_accuracy']) / metrics['test_standard_error']:.0f} standard errors")
 
 # %% [markdown]
@@ -305,7 +314,7 @@ for name, (network, key) in networks.items():
 before = study("shipped_4000")["networks"]
 for name, (_, key) in networks.items():
     old, now = before[key], capsedu.pretrained_metrics(key)
-    print(f"{name:8s} 4,000 digits, {old['epochs']} epochs ({old['train_wall_seconds'] / 60:.1f} min, 2-core CPU): "
+    say(f"{name:8s} 4,000 digits, {old['epochs']} epochs ({old['train_wall_seconds'] / 60:.1f} min, 2-core CPU): "
           f"both {capsedu.with_error(old['test_accuracy'], old['test_data']['images'])}   55,000 digits, "
           f"{now['epochs']} epochs ({now['train_wall_seconds'] / 60:.1f} min, "
           f"{trained_on(now)}): both "
@@ -313,15 +322,15 @@ for name, (_, key) in networks.items():
 today = {"multimnist": capsedu.pretrained_metrics("multimnist"),
          "multimnist_cnn": capsedu.pretrained_metrics("multimnist_cnn")}
 old_cnn, new_cnn = (record["recipe"]["config"] for record in (before["multimnist_cnn"], today["multimnist_cnn"]))
-print(f"the CNN's layers: channels {old_cnn['channels']}, hidden {old_cnn['hidden']} with 4,000 digits; "
+say(f"the CNN's layers: channels {old_cnn['channels']}, hidden {old_cnn['hidden']} with 4,000 digits; "
       f"channels {new_cnn['channels']}, hidden {new_cnn['hidden']} now")
 for name, (_, key) in networks.items():
     old, now = before[key], today[key]
-    print(f"{name}: " + capsedu.compare_accuracies("55,000 digits", now["test_accuracy"], now["test_data"]["images"],
+    say(f"{name}: " + capsedu.compare_accuracies("55,000 digits", now["test_accuracy"], now["test_data"]["images"],
                                                   "4,000 digits", old["test_accuracy"], old["test_data"]["images"]))
 for label, metrics in (("4,000 digits", before), ("55,000 digits", today)):
     caps, net = metrics["multimnist"], metrics["multimnist_cnn"]
-    print(f"{label}: " + capsedu.compare_accuracies("CapsNet", caps["test_accuracy"], caps["test_data"]["images"],
+    say(f"{label}: " + capsedu.compare_accuracies("CapsNet", caps["test_accuracy"], caps["test_data"]["images"],
                                                    "CNN", net["test_accuracy"], net["test_data"]["images"]))
 
 # %% [markdown]
@@ -409,15 +418,19 @@ def at(label: str, axis: int, budget: float) -> float:
 
 minutes_budget = min(float(curves[label][0][-1]) for label in curves)  # the shortest run, in minutes here
 for label in (label for label in curves if label != "CNN"):
+    print(f"{label} against the CNN on validation, within")
     for axis, budget, unit in ((0, minutes_budget, "min here"), (1, 0.18, "M pairs"), (1, 0.6, "M pairs"),
                                (1, float(curves["CNN"][1][-1]), "M pairs")):
-        print(f"{label}, within {budget:.2f} {unit}: " + capsedu.compare_accuracies(
-            label, at(label, axis, budget), n_validation, "CNN", at("CNN", axis, budget), n_validation))
+        say(f"  {budget:5.2f} {unit}: " + capsedu.compare_accuracies(
+            label, at(label, axis, budget), n_validation, "CNN", at("CNN", axis, budget), n_validation), indent=4)
+print("validation after the last three epochs")
 for label, (_, _, accuracy) in curves.items():
-    print(f"{label:15s} validation after its last three epochs: " + ", ".join(f"{a:.2f} %" for a in accuracy[-3:]))
+    print(f"  {label:15s} " + ", ".join(f"{a:.2f} %" for a in accuracy[-3:]))
 final = {label: float(accuracy[-1]) / 100 for label, (_, _, accuracy) in curves.items()}
+print("at each run's end, on validation")
 for a, b in (("CapsNet", "earlier CapsNet"), ("CapsNet", "CNN")):
-    print(f"each run's end, {a} against {b}: " + capsedu.compare_accuracies(a, final[a], n_validation, b, final[b], n_validation))
+    say(f"  {a} against {b}: " + capsedu.compare_accuracies(a, final[a], n_validation, b, final[b], n_validation),
+        indent=4)
 recipe = capsedu.pretrained_metrics("multimnist")["recipe"]
 learning_rates = capsedu.pretrained_metrics("multimnist")["history"]["lr"]
 print(f"the CapsNet's learning rate in epoch {len(curves['CNN'][1])} of {recipe['epochs']}: "
@@ -496,9 +509,9 @@ for name, (matrix, counts) in measured.items():  # each cell a small sample: its
     cells = [(float(matrix[a, b]), int(counts[a, b]), a, b) for a in range(10) for b in range(a + 1, 10)]
     hardest = ", ".join(f"{a} & {b} ({capsedu.with_error(share, n, digits=0)}, {n} pairs)"
                         for share, n, a, b in sorted(cells)[:4])
-    print(f"{name:8s} hardest pairs: {hardest}")
+    say(f"{name:8s} hardest pairs: {hardest}")
 typical = int(torch.stack([counts for _, counts in measured.values()]).float().median())
-print(f"a cell of {typical} pairs at 75 % has a standard error of "
+say(f"a cell of {typical} pairs at 75 % has a standard error of "
       f"{100 * capsedu.standard_error(0.75, typical):.1f} points: neighbouring ranks are mostly ties")
 
 # %% [markdown]
