@@ -64,3 +64,18 @@ def test_standard_errors_and_ties():
     assert compare_accuracies("CapsNet", 0.0, 500, "CNN", 1.0, 500).startswith("CNN ahead by 100.00 ± 0.00")
     with pytest.raises(ValueError, match="accuracy must be a number in"):
         standard_error(98.0, 100)
+
+
+def test_the_precision_benchmark_times_the_recipe_itself_for_one_short_epoch():
+    from benchmarks.precision_speed import main, short_recipe
+    from capsedu.zoo.recipes import RECIPES
+
+    pairs = short_recipe(RECIPES["multimnist"], "bfloat16", 256)
+    assert (pairs.epochs, pairs.precision, pairs.pairs["pairs_per_epoch"]) == (1, "bfloat16", 256)
+    assert {k: v for k, v in pairs.pairs.items() if k != "pairs_per_epoch"} == \
+        {k: v for k, v in RECIPES["multimnist"].pairs.items() if k != "pairs_per_epoch"}
+    assert (pairs.lr, pairs.batch_size, pairs.config) == (RECIPES["multimnist"].lr, 64, RECIPES["multimnist"].config)
+    images = short_recipe(RECIPES["capsnet"], "float32", 256)
+    assert images.pairs == {} and images.max_shift == RECIPES["capsnet"].max_shift
+    with pytest.raises(SystemExit):  # argparse: "names: unknown recipes ['capsnett']"
+        main(["capsnett"])
