@@ -289,6 +289,8 @@ RENDERED = """(() => {
     widgetViews: document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length,
     widgets: document.querySelectorAll('main .jupyter-widgets').length,
     liveNote: !!document.querySelector('.capsedu-live-note'),
+    sideways: [...document.querySelectorAll('main .cell_output pre')]
+      .filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.textContent.slice(0, 60)),
     title: document.title,
   }; })()"""
 
@@ -313,6 +315,7 @@ def check_lesson(page: BookPage, html: Path) -> dict:
     assert state["errors"] == 0, f"{html.name}: MathJax reported TeX errors"
     assert state["loaded"] == state["images"], f"{html.name}: figures that did not load: {state}"
     assert state["liveNote"], f"{html.name}: no note on how to open the lesson in JupyterLab"
+    assert not state["sideways"], f"{html.name}: printed lines wider than the page (scroll sideways): {state['sideways']}"
     if state["widgetViews"]:
         assert state["widgets"] > 0, f"{html.name}: embedded widgets were not rendered: {state}"
     return state

@@ -69,7 +69,7 @@ def test_the_matrix_title_names_the_lowest_cell_with_its_standard_error():
     counts = torch.full((10, 10), 300)
     figure = pair_matrix_figure({"CapsNet": shares}, {"CapsNet": counts})
     # 0.75 of 300 pairs: a standard error of 2.5 points
-    assert figure.axes[0].get_title() == "CapsNet: lowest cell 2 & 5 (75% ± 2%)"
+    assert figure.axes[0].get_title() == "CapsNet: lowest cell 2 & 5 (75 ± 2 %)"
 
 
 def test_the_explorer_reconstructs_the_chosen_capsules(model, pairs):

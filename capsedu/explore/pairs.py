@@ -27,7 +27,7 @@ from capsedu.explore.render import PngView
 from capsedu.nets.capsnet import CapsNet, check_capsnet
 from capsedu.nets.multi_digit import pair_hits
 from capsedu.training.modes import eval_mode
-from capsedu.training.uncertainty import standard_error
+from capsedu.training.uncertainty import with_error
 
 FIRST_RGB, SECOND_RGB = np.array([1.0, 0.35, 0.1]), np.array([0.1, 0.65, 1.0])  # orange, blue
 
@@ -111,8 +111,8 @@ def pair_matrix_figure(matrices: dict[str, torch.Tensor], counts: dict[str, torc
         shown = ax.imshow(matrix.numpy(), cmap="viridis", vmin=low, vmax=1.0)
         lowest = np.unravel_index(np.nanargmin(matrix.numpy()), matrix.shape)
         share = float(matrix[lowest])
-        error = "" if counts is None else f" ± {standard_error(share, int(counts[name][lowest])):.0%}"
-        ax.set(title=f"{name}: lowest cell {lowest[0]} & {lowest[1]} ({share:.0%}{error})",
+        shown_share = f"{share:.0%}" if counts is None else with_error(share, int(counts[name][lowest]), digits=0)
+        ax.set(title=f"{name}: lowest cell {lowest[0]} & {lowest[1]} ({shown_share})",
                xlabel="digit", ylabel="digit", xticks=range(10), yticks=range(10))
     figure.colorbar(shown, ax=list(axes), label="share of test pairs with both digits right")
     if counts is not None:
