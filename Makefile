@@ -63,11 +63,17 @@ update: $(LEARNER_STAMP)
 author-lab: install
 	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
 
-# Unit tests, then every notebook executed by nbval in the fast profile.
+# Every tier (tests/tiers.py), every notebook executed by nbval in the fast profile, on JOBS
+# pytest-xdist workers: --dist loadgroup keeps each notebook's cells, with its handout run, on one
+# worker and the browser tests on one (tests/conftest.py). DURATIONS: how many of the slowest
+# tests to list at the end (0: all, as .ci/run does).
+JOBS ?= 2
+DURATIONS ?= 30
 test: install
-	CAPSEDU_FAST=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider --durations=30
+	CAPSEDU_FAST=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider \
+		-n $(JOBS) --dist loadgroup --durations=$(DURATIONS)
 
-# The package's own tests (the unit tier, under 2 minutes); `make test` runs every tier.
+# The package's own in-process tests (the unit tier, under 2 minutes); `make test` runs every tier.
 unit: install
 	$(PY) -m pytest tests -m unit -p no:cacheprovider
 

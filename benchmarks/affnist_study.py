@@ -4,13 +4,14 @@ digits placed anywhere on a 40x40 canvas, measured on the expanded and the affNI
     CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.affnist_study
     .venv/bin/python -m benchmarks.affnist_study --images 1000 --out /tmp/affnist40.json
 
-It measures the shipped ``capsnet40`` and ``cnn40`` (``python -m capsedu.zoo.train capsnet40 cnn40``)
-on the official test split: placed on the canvas as in training (:func:`on_canvas`, the paper's
-"expanded MNIST"), and under affNIST-like transformations (:func:`affnist_like_40`) - all four at
-once, and each alone with the same draws (the per-transformation breakdown). It copies each
-network's per-epoch validation curves (expanded and affNIST-like) from its record, and the same
-for the runs with other seeds in ``capsedu/zoo/studies/seeds40/`` (``python -m capsedu.zoo.train
-capsnet40 cnn40 --seed 1 --out-dir DIR``; their records, without weights). Writes
+It measures the shipped ``capsnet40`` and ``cnn40``
+(``python -m coursetools.train_zoo capsnet40 cnn40``) on the official test split: placed on the
+canvas as in training (:func:`on_canvas`, the paper's "expanded MNIST"), and under affNIST-like
+transformations (:func:`affnist_like_40`) - all four at once, and each alone with the same draws
+(the per-transformation breakdown). It copies each network's per-epoch validation curves
+(expanded and affNIST-like) from its record, and the same for the runs with other seeds in
+``capsedu/zoo/studies/seeds40/`` (``python -m coursetools.train_zoo capsnet40 cnn40 --seed 1
+--out-dir DIR``; their records, without weights). Writes
 ``capsedu/zoo/studies/affnist40.json``, which lesson 08 prints.
 """
 

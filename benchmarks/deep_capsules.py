@@ -48,7 +48,7 @@ def calibrate(model: DeepCapsNet, images: torch.Tensor) -> None:
     capsule half long, the squash's midpoint) instead of DigitCaps's default start (standard deviation 0.01)."""
     for k, layer in enumerate(model.routed):
         for _ in range(3):  # the couplings move a little with the scale: a few passes settle it
-            lengths = model(images)[0][k + 1].norm(dim=-1)  # (B, K_k): |v| = |s|^2 / (1 + |s|^2)
+            lengths = model(images)[0][k + 1].norm(dim=-1)  # (B, J_k): |v| = |s|^2 / (1 + |s|^2)
             s_norm = (lengths / (1 - lengths).clamp_min(1e-6)).sqrt().mean()
             layer.W.mul_(1 / s_norm.clamp_min(1e-12))
 

@@ -30,7 +30,7 @@ import torch
 
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.shipped import STUDIES_DIR
-from capsedu.zoo.train import train_shipped
+from coursetools.train_zoo import train_shipped
 
 
 def run(seeds: list[int], epochs: int | None, data_root: Path | None) -> dict:

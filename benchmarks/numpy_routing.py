@@ -4,12 +4,14 @@ Times, in one process and interleaved (one call of each in turn, the order rotat
 the gradient of a fixed linear function of the output with respect to the input:
 
 * ``routing``: Procedure 1 on the votes u_hat (B, I, J, D) -> v (B, J, D), then d/d u_hat;
-* ``layer``: the whole DigitCaps layer u (B, I, K) -> u_hat = W u -> v, then d/dW and d/du.
+* ``layer``: the whole DigitCaps layer u (B, I, D_in) -> u_hat = W u -> v, then d/dW and d/du.
 
 NumPy: :mod:`capsedu.nets.numpy_caps` (forward, then the hand-written backward). torch:
 :func:`capsedu.dynamic_routing` and autograd for ``routing``; :class:`capsedu.DigitCaps` for
-``layer`` - what the networks run: with ``detach_inner=True`` its fast path, which never builds
-u_hat (:mod:`capsedu.nets.routing_fast`). Both in float32, both settings of ``detach_inner``.
+``layer`` - what the networks run: its default ``routing="factored"`` implementation, which never
+builds u_hat (:mod:`capsedu.nets.routing_fast`), with either setting of ``detach_inner`` (a
+hand-written backward with ``True``, autograd through every iteration with ``False``). Both in
+float32, both settings of ``detach_inner``.
 Before timing, the script asserts that both give the same gradients. The goal (issue 14) is
 NumPy within 3x of torch. Medians are printed with the load average before and after.
 
@@ -17,7 +19,12 @@ Usage (from the repository root)::
 
     python -m benchmarks.numpy_routing [--reps 15] [--batch 64] [--threads 2]
 
-Shape legend: B = 64 batch, I = 1152 primary capsules (K = 8), J = 10 digit capsules (D = 16).
+Shape legend:
+    B      batch size (64)
+    I      input (primary) capsules (1152)
+    D_in   primary capsule dimension (8)
+    J      output (digit) capsules (10)
+    D      digit capsule dimension (16)
 """
 
 from __future__ import annotations
@@ -53,18 +60,18 @@ def numpy_tasks(W: np.ndarray, u: np.ndarray, g: np.ndarray, detach: bool) -> di
 def torch_tasks(W: np.ndarray, u: np.ndarray, g: np.ndarray, detach: bool) -> dict[str, Callable]:
     u_t, g_t = torch.from_numpy(u).requires_grad_(True), torch.from_numpy(g)
     num_in, num_out, dim_out, dim_in = W.shape
-    digits = DigitCaps(num_in, dim_in, num_out, dim_out, detach_inner=detach)
+    class_caps = DigitCaps(num_in, dim_in, num_out, dim_out, detach_inner=detach)
     with torch.no_grad():
-        digits.W.copy_(torch.from_numpy(W))
-    u_hat = digits.prediction_vectors(u_t).detach().requires_grad_(True)  # (B, I, J, D)
+        class_caps.W.copy_(torch.from_numpy(W))
+    u_hat = class_caps.prediction_vectors(u_t).detach().requires_grad_(True)  # (B, I, J, D)
 
     def routing() -> torch.Tensor:
         v, _ = dynamic_routing(u_hat, 3, detach_inner=detach)
         return torch.autograd.grad((v * g_t).sum(), u_hat)[0]
 
     def layer() -> tuple[torch.Tensor, ...]:
-        v, _ = digits(u_t)  # the fast path with detach_inner=True, the readable one otherwise
-        return torch.autograd.grad((v * g_t).sum(), (digits.W, u_t))
+        v, _ = class_caps(u_t)  # the factored implementation, with either detach_inner
+        return torch.autograd.grad((v * g_t).sum(), (class_caps.W, u_t))
 
     return {"routing": routing, "layer": layer}
 
@@ -77,12 +84,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
-    W = rng.normal(0, 0.05, (1152, 10, 16, 8)).astype(np.float32)  # (I, J, D, K)
-    u = rng.normal(0, 0.35, (args.batch, 1152, 8)).astype(np.float32)  # (B, I, K)
+    W = rng.normal(0, 0.05, (1152, 10, 16, 8)).astype(np.float32)  # (I, J, D_out, D_in)
+    u = rng.normal(0, 0.35, (args.batch, 1152, 8)).astype(np.float32)  # (B, I, D_in)
     g = rng.normal(size=(args.batch, 10, 16)).astype(np.float32)  # (B, J, D)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; torch "
           f"{torch.__version__} ({torch.get_num_threads()} threads), NumPy {np.__version__}")
-    print(f"B = {args.batch}, I = 1152, J = 10, D = 16, K = 8, r = 3, float32; median of {args.reps}")
+    print(f"B = {args.batch}, I = 1152, J = 10, D = 16, D_in = 8, r = 3, float32; median of {args.reps}")
     results = {}
     for detach in (True, False):
         ours, theirs = numpy_tasks(W, u, g, detach), torch_tasks(W, u, g, detach)

@@ -27,8 +27,9 @@ import torch
 from benchmarks.measure import cpu_model
 from capsedu.data.mnist import MNISTData
 from capsedu.training.hardware import bfloat16_problem, reuse_large_allocations
+from capsedu.zoo.recipe_data import recipe_data
 from capsedu.zoo.recipes import RECIPES, Recipe
-from capsedu.zoo.train import recipe_data, train_recipe
+from capsedu.zoo.train import train_recipe
 
 DEFAULT_RECIPES = ("capsnet", "cnn", "efficient", "em", "multimnist", "multimnist_cnn")
 

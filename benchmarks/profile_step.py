@@ -10,7 +10,12 @@ stage by stage in reverse) so that every forward and backward operation falls in
 is the same gradient as one ``loss.backward()``. Prints a table of milliseconds per step and the
 busiest PyTorch operators.
 
-Shape legend: B batch, I = 1152 primary capsules, J = 10 digit capsules, D_in = 8, D_out = 16.
+Shape legend:
+    B      batch size
+    I      primary capsules (1152)
+    J      digit capsules (10)
+    D_in   primary capsule dimension (8)
+    D_out  digit capsule dimension (16)
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def stage_functions(model: nn.Module) -> list[Callable]:
         return torch.relu(model.conv1(x))  # (B, 256, 20, 20)
 
     def routing(u: torch.Tensor) -> torch.Tensor:
-        return model.digits(u)[0]  # (B, J, D_out)
+        return model.class_caps(u)[0]  # (B, J, D_out)
 
     def decoder_and_loss(v: torch.Tensor, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         mask = torch.nn.functional.one_hot(labels, v.shape[1]).to(v)  # (B, J)

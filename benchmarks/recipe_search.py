@@ -7,7 +7,7 @@ Each run trains the recipe (:mod:`capsedu.zoo.recipes`, with the ``--set`` chang
 or ``config.field=value``, values in JSON) on the 55,000-image train split, measures the
 validation split after every epoch, and appends what it saw - the changes, the validation
 accuracy per epoch with its standard error, minutes, images per second and the load average -
-to ``capsedu/zoo/studies/tries.json`` under the recipe's name. ``python -m capsedu.zoo.train``
+to ``capsedu/zoo/studies/tries.json`` under the recipe's name. ``python -m coursetools.train_zoo``
 copies a network's tries into its ``NAME.json``: the record of how its recipe was chosen. The
 test split is never touched here.
 """
@@ -25,8 +25,10 @@ import torch
 
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.training.uncertainty import standard_error
+from capsedu.zoo.recipe_data import recipe_data
 from capsedu.zoo.recipes import RECIPES, with_changes
-from capsedu.zoo.train import TRIES, recipe_data, recipe_network, record_accuracy, train_recipe
+from capsedu.zoo.train import recipe_network, train_recipe
+from coursetools.train_zoo import TRIES, record_accuracy
 
 
 def record(name: str, entry: dict, path: Path = TRIES) -> None:

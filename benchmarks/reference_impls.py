@@ -143,7 +143,7 @@ class ReferenceCapsNet(nn.Module):
         self.config = cfg
         self.conv1 = copy.deepcopy(model.conv1)
         self.primary_conv = copy.deepcopy(model.primary.conv)
-        self.digits = head(model.digits.W, cfg.routing_iterations, cfg.detach_inner)
+        self.class_caps = head(model.class_caps.W, cfg.routing_iterations, cfg.detach_inner)
         self.decoder = copy.deepcopy(model.decoder)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> CapsNetOutput:
@@ -152,7 +152,7 @@ class ReferenceCapsNet(nn.Module):
         batch, _, height, width = out.shape
         u = out.view(batch, cfg.primary_types, cfg.primary_dim, height, width)
         u = u.permute(0, 1, 3, 4, 2).reshape(batch, -1, cfg.primary_dim)  # (B, I, D_in)
-        v, c = self.digits(tutorial_squash(u))  # (B, J, D_out), (B, I, J)
+        v, c = self.class_caps(tutorial_squash(u))  # (B, J, D_out), (B, I, J)
         lengths = v.norm(dim=-1)  # (B, J)
         labels = lengths.argmax(dim=1) if y is None else y
         mask = torch.nn.functional.one_hot(labels, cfg.num_classes).to(v)  # (B, J)

@@ -15,7 +15,11 @@ the table shows medians and the load average is printed next to it. "routing" is
 layer as a whole, u -> v: the prediction vectors u_hat = W u and Procedure 1, forward alone and
 forward + backward (gradients for u and W).
 
-Shape legend: B batch, I = 1152 primary capsules, J = 10 digit capsules, D = 16.
+Shape legend:
+    B      batch size
+    I      primary capsules (1152)
+    J      digit capsules (10)
+    D      digit capsule dimension (16)
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ def _canonical_grads(model: nn.Module) -> dict[str, torch.Tensor]:
     grads = {}
     for name, param in model.named_parameters():
         name = name.replace("primary.conv.", "primary_conv.")
-        grads[name] = param.grad.reshape(param.shape[1:]) if name == "digits.W" and param.dim() == 5 \
+        grads[name] = param.grad.reshape(param.shape[1:]) if name == "class_caps.W" and param.dim() == 5 \
             else param.grad
     return grads
 
@@ -135,8 +139,8 @@ def routing_tasks(models: dict[str, nn.Module], batch: int, backward: bool,
     u = (0.3 * torch.randn(batch, 1152, 8, generator=generator)).to(device)  # (B, I, D_in)
     grad_v = torch.randn(batch, 10, 16, generator=generator).to(device)  # (B, J, D_out)
     capsnet = models[CAPSEDU]
-    routers: dict[str, Callable] = {name: model.digits for name, model in models.items()}
-    routers["capsedu readable"] = lambda x: dynamic_routing(capsnet.digits.prediction_vectors(x), 3)
+    routers: dict[str, Callable] = {name: model.class_caps for name, model in models.items()}
+    routers["capsedu readable"] = lambda x: dynamic_routing(capsnet.class_caps.prediction_vectors(x), 3)
 
     def run(route: Callable) -> None:
         if not backward:

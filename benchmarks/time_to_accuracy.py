@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 
 from capsedu.zoo.recipes import RECIPES
-from capsedu.zoo.train import train_shipped
+from coursetools.train_zoo import train_shipped
 
-TARGETS = (0.98, 0.985, 0.99, 0.995)  # those capsedu.zoo.train records
+TARGETS = (0.98, 0.985, 0.99, 0.995)  # those coursetools.train_zoo records
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

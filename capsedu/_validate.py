@@ -2,9 +2,12 @@ r"""Input checks shared by every public function.
 
 Each helper raises ``TypeError`` or ``ValueError`` whose message names the argument and what
 was expected, so a learner sees ``u_hat must be a 4-D tensor (B, I, J, D), got shape (2, 3)``
-instead of a broadcasting error from deep inside PyTorch. The checks of plain numbers live in
-:mod:`capsedu._numbers` (no torch, so that the NumPy-only modules use them too); they are
-importable from here as well.
+instead of a broadcasting error from deep inside PyTorch. Validation happens at the entry points:
+the O(1) checks (type, dimensions, shapes) run in every public function, the O(N) scan for NaN
+and inf (:func:`require_finite`, a full pass and on a GPU a sync) only where data enters a
+network (:func:`require_images`), never in the layers, routing and losses inside it. The checks
+of plain numbers live in :mod:`capsedu._numbers` (no torch, so that the NumPy-only modules use
+them too); they are importable from here as well.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import torch
 from capsedu._numbers import require_int, require_number
 
 __all__ = ["require_capsule_vectors", "require_finite", "require_images", "require_int", "require_labels",
-           "require_nonempty_batch", "require_number", "require_tensor"]
+           "require_nonempty_batch", "require_number", "require_tensor", "require_unit_interval"]
 
 
 def require_tensor(name: str, x: object, *, ndim: int | None = None, shape: str = "",
@@ -43,7 +46,11 @@ def require_finite(name: str, x: torch.Tensor) -> None:
 
 
 def require_capsule_vectors(name: str, s: object, dim: int, eps: float) -> torch.Tensor:
-    r"""Check a squash's input: a finite floating tensor with a capsule axis ``dim``, ``eps > 0``."""
+    r"""Check a squash's input: a floating tensor with a capsule axis ``dim``, ``eps > 0``.
+
+    O(1) checks only: a squash runs inside every network's forward pass, so its values are not
+    scanned (:func:`require_finite` runs where images enter a network, :func:`require_images`).
+    """
     require_tensor(name, s, floating=True)
     if s.dim() == 0:
         raise ValueError(f"{name} must have at least one dimension holding the capsule vector, got a scalar")
@@ -51,8 +58,16 @@ def require_capsule_vectors(name: str, s: object, dim: int, eps: float) -> torch
         raise ValueError(f"dim must be in [{-s.dim()}, {s.dim() - 1}] for {name} of shape {tuple(s.shape)}, got {dim}")
     if not eps > 0:
         raise ValueError(f"eps must be > 0, got {eps}")
-    require_finite(name, s)
     return s
+
+
+def require_unit_interval(name: str, x: torch.Tensor) -> torch.Tensor:
+    r"""Reject values outside [0, 1] (and NaN), e.g. activations. A full pass and on a GPU a sync:
+    for entry points that take such values from a learner, not for a network's layers."""
+    if not bool(((x >= 0) & (x <= 1)).all()):
+        raise ValueError(f"{name} must lie in [0, 1], got values from {float(x.min()):.4g} "
+                         f"to {float(x.max()):.4g}")
+    return x
 
 
 def require_images(name: str, x: object, *, channels: int, size: int) -> torch.Tensor:

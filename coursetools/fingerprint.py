@@ -11,7 +11,8 @@ changes nothing, and a changed expression changes the digest:
   modules behind the public names it takes from ``capsedu`` (``capsedu.squash`` is
   :mod:`capsedu.nets.squash`: importing ``capsedu`` itself loads nothing, PEP 562), the network
   module of each shipped network it loads, and, from each of them, the modules they import
-  (function bodies included) with the package ``__init__`` files that importing them runs. The
+  (function bodies included) with the package ``__init__`` files that importing them runs - but
+  for the import edges of :data:`NOT_OUTPUT_AFFECTING`, each documented with why. The
   top-level ``capsedu/__init__.py`` counts with only the public names the lesson uses;
 * ``weights`` - the metrics JSON of every shipped network the code or those modules (other than
   :mod:`capsedu.zoo.shipped`, which defines them) load with ``pretrained(...)`` /
@@ -46,6 +47,16 @@ from capsedu.data import mnist
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 PACKAGE = ROOT / "capsedu"
+
+# Import edges the module closure does not follow, {importer: modules it imports}: the import runs
+# only where it cannot change a lesson's outputs. The package imports what it needs, plainly; this
+# list, not the package's import style, says what the fingerprint ignores.
+NOT_OUTPUT_AFFECTING: dict[str, frozenset[str]] = {
+    # shipped.py imports the recipes (and through them every network module: EM routing, ...)
+    # only to word the error for a network that is not there; what pretrained() returns comes
+    # from the checkpoint's kind, whose module _network_modules adds
+    "capsedu.zoo.shipped": frozenset({"capsedu.zoo.recipes"}),
+}
 
 CALLS_THAT_LOAD_WEIGHTS = {"pretrained", "pretrained_metrics"}
 CALLS_THAT_LOAD_STUDIES = {"study"}
@@ -228,9 +239,17 @@ def _with_parents(name: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def module_closure(tree: ast.AST, read: Reader = _read, extra: set[str] = frozenset()) -> dict[str, Path]:
+def _followed(importer: str, imported: str, ignored: dict[str, frozenset[str]]) -> bool:
+    r"""Whether the closure follows ``importer``'s import of ``imported`` (a module, or a name in one)."""
+    skipped = ignored.get(importer, ())
+    return not any(imported == skip or imported.startswith(f"{skip}.") for skip in skipped)
+
+
+def module_closure(tree: ast.AST, read: Reader = _read, extra: set[str] = frozenset(),
+                   ignored: dict[str, frozenset[str]] = NOT_OUTPUT_AFFECTING) -> dict[str, Path]:
     r"""Every capsedu module that executing ``tree`` runs, as ``{dotted name: file}``: what it
-    imports, the modules behind the ``capsedu`` names it uses, ``extra`` modules, and theirs."""
+    imports, the modules behind the ``capsedu`` names it uses, ``extra`` modules, and theirs - but
+    for the ``ignored`` import edges (``{importer: imported modules}``)."""
     table = public_names(read)
     used = capsedu_names_used(tree)
     wanted = set(table.values()) if "*" in used else {table[name] for name in used if name in table}
@@ -242,7 +261,8 @@ def module_closure(tree: ast.AST, read: Reader = _read, extra: set[str] = frozen
         if name in found or path is None:
             continue
         found[name] = path
-        pending += [n for sub in _source_imports(read(path)) for n in _with_parents(sub)]
+        pending += [n for sub in _source_imports(read(path)) if _followed(name, sub, ignored)
+                    for n in _with_parents(sub)]
     return found
 
 

@@ -4,7 +4,7 @@ r"""The measured tables of the README and the instructors' page, written from th
     python -m coursetools.readme_tables --check    # exit 1 if a table differs from its records
 
 * README.md, ``shipped`` markers: the shipped networks, from ``capsedu/zoo/weights/NAME.json``
-  (what ``python -m capsedu.zoo.train NAME`` measured);
+  (what ``python -m coursetools.train_zoo NAME`` measured);
 * README.md, ``lessons`` markers: the last column of the lesson table (time and peak memory) and
   book/instructors.md, ``sizing`` markers: what each lesson cost, both from the execution that
   ``make execute`` recorded in each lesson's metadata.
@@ -89,8 +89,8 @@ def table(weights: Path = WEIGHTS_DIR) -> str:
     lines.append(f"\nAccuracies ± their binomial standard error (`capsedu.standard_error`); for the "
                  f"MultiMNIST networks, the share of the fixed test pairs with both digits right. "
                  f"Trained on {', '.join(cpus)}, 2 cores, one training at a time, unless a GPU is named "
-                 f"(`python -m capsedu.zoo.train NAME --device cuda`; its minutes do not compare with a "
-                 f"CPU's); \"load\" is the 1-minute load average before and after.{notes}")
+                 f"(`python -m coursetools.train_zoo NAME --device cuda`; its minutes do not compare "
+                 f"with a CPU's); \"load\" is the 1-minute load average before and after.{notes}")
     return "\n".join(lines)
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: small seeded tensors and the location of the shared MNIST test split."""
+"""Shared fixtures: small seeded tensors and the location of the shared MNIST test split; every
+test's tier (tests/tiers.py) and, under pytest-xdist, the tests that share a worker."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiers import settle_tiers
 
 import capsedu
 
@@ -26,27 +28,61 @@ def lesson_numbers_follow_the_plan(numbers: list[int]) -> str:
     gaps = set(range(max(numbers) + 1)) - set(numbers) - set(LESSONS_IN_PREPARATION)
     return f"lesson numbers missing: {sorted(gaps)}" if gaps else ""
 
+
 # Unit tests use tiny tensors: one intra-op thread is faster and never oversubscribes a busy CPU.
 torch.set_num_threads(1)
+# Under pytest-xdist (`make test`: -n 2) each worker's share of the cores, for the kernels and
+# other processes the tests start (nbval, handouts, nbgrader) and for `all_threads`.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+CORES_PER_WORKER = max(1, (os.cpu_count() or 1) // WORKERS)
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(CORES_PER_WORKER))
 
-TIERS = ("unit", "lessons", "browser", "artefacts")
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    r"""Every test gets one tier: nbval's notebook cells are ``lessons``, a test file's
-    ``pytestmark`` names its tier, and everything else is ``unit``."""
+@pytest.hookimpl(wrapper=True)  # around the others: before -m selects and xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    r"""Every test gets its one tier (tests/tiers.py: a test without exactly one stops the run).
+    Tests that must share an xdist worker, in order (``--dist loadgroup``), get one group: a
+    notebook's nbval cells (one kernel), with that lesson's handout run (tests/test_handouts_run.py
+    names the same group: both execute in notebooks/, where lesson 06 writes its checkpoint), and
+    the browser tests (they start servers, build the book into book/_build)."""
+    settle_tiers(items)
     for item in items:
         if item.path.suffix == ".ipynb":
-            item.add_marker(pytest.mark.lessons)
-        elif not any(item.get_closest_marker(tier) for tier in TIERS):
-            item.add_marker(pytest.mark.unit)
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        elif item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group("browser"))
+    result = yield
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        name_groups_in_node_ids(items)
+    return result
+
+
+def name_groups_in_node_ids(items: list[pytest.Item]) -> None:
+    r"""Each grouped test's node id ending in ``@GROUP``, which xdist's scheduler groups by.
+    pytest-xdist 3.8 writes it into the ``_nodeid`` attribute, which pytest 9.2's structured node
+    ids no longer read (pytest-dev/pytest-xdist#1386): where it did not take, write it there."""
+    for item in items:
+        groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                         for mark in item.iter_markers("xdist_group")})
+        suffix = f"@{'_'.join(groups)}"
+        if groups and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+            item._id = type(item._id).parse(item.nodeid + suffix)
+
+
+def assert_hint(result, *fragments: str) -> None:
+    r"""An exercise check's ``result`` failed with a ❌ hint holding every one of ``fragments``."""
+    assert not result.passed and result.message.startswith("❌"), result.message
+    for fragment in fragments:
+        assert fragment in result.message, result.message
 
 
 @pytest.fixture
 def all_threads():
-    """torch's own thread count for a test that runs whole networks over thousands of images
-    (the unit tests' single thread is restored after it)."""
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    """torch's own thread count for a test that runs whole networks over thousands of images:
+    this process's share of the cores (all of them, or a worker's under xdist); the unit tests'
+    single thread is restored after it."""
+    torch.set_num_threads(CORES_PER_WORKER)
     yield
     torch.set_num_threads(1)
 
@@ -83,7 +119,7 @@ def strong_model(model) -> capsedu.CapsNet:
     """The untrained network with 50x larger W: capsules long enough for routing to move them."""
     strong = copy.deepcopy(model)
     with torch.no_grad():
-        strong.digits.W.mul_(50)
+        strong.class_caps.W.mul_(50)
     return strong
 
 

@@ -4,6 +4,8 @@ import pytest
 
 from benchmarks.adversarial_study import merged
 
+pytestmark = pytest.mark.unit
+
 
 def _study():
     row = {"images": 4, "clean": 1.0, "fgsm": [0.5], "pgd": [0.25], "transfer": [0.75], "seconds": 1.0}

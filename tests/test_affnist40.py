@@ -10,8 +10,10 @@ import torch
 from capsedu.data.augment import affine
 from capsedu.data.mnist import MNISTData
 from capsedu.data.transforms import AFFNIST_RANGES, CANVAS, affnist_like_40, on_canvas
-from capsedu.zoo.data import padded, recipe_data
+from capsedu.zoo.recipe_data import padded, recipe_data
 from capsedu.zoo.recipes import RECIPES
+
+pytestmark = pytest.mark.unit
 
 # the first test digits' ink after affnist_like_40(test, seed=0): a fingerprint of the set that
 # every machine must draw the same way (tolerances cover bilinear float differences between CPUs)
@@ -110,7 +112,7 @@ def test_padded_and_the_40x40_recipes(monkeypatch):
     for name in ("capsnet40", "cnn40"):
         recipe = RECIPES[name]
         assert (recipe.canvas, recipe.max_shift, recipe.config["image_size"]) == (40, 6, 40)
-    monkeypatch.setattr("capsedu.zoo.data.load_split", lambda split, root=None, **kw: _digits(10, seed=len(split)))
+    monkeypatch.setattr("capsedu.zoo.recipe_data.load_split", lambda split, root=None, **kw: _digits(10, seed=len(split)))
     sets = recipe_data(RECIPES["capsnet40"])
     assert {k: v.images.shape[-1] for k, v in sets.items()} == {
         "train": 28, "validation": 40, "test": 40, "validation_affnist": 40}
@@ -120,8 +122,8 @@ def test_padded_and_the_40x40_recipes(monkeypatch):
 
 def test_a_recipe_reads_the_dataset_it_names(monkeypatch):
     read = []
-    monkeypatch.setattr("capsedu.zoo.data.load_split", lambda split, root=None, **kw: read.append(("mnist", split)) or _digits(4))
-    monkeypatch.setattr("capsedu.zoo.data.load_fashion_mnist",
+    monkeypatch.setattr("capsedu.zoo.recipe_data.load_split", lambda split, root=None, **kw: read.append(("mnist", split)) or _digits(4))
+    monkeypatch.setattr("capsedu.zoo.recipe_data.load_fashion_mnist",
                         lambda split, root=None, **kw: read.append(("fashion", split)) or _digits(4))
     recipe_data(RECIPES["fashion_capsnet"])
     recipe_data(RECIPES["capsnet"])

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+pytestmark = pytest.mark.unit
+
 PACKAGE = REPO / "capsedu"
 LAYERS = {"base": 0, "data": 1, "nets": 1, "training": 2, "zoo": 3, "explore": 4, "course": 5}
 

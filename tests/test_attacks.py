@@ -8,6 +8,8 @@ from capsedu import BaselineCNN, CNNConfig
 from capsedu.course.checks._probe import probe_capsnet
 from capsedu.explore.attacks import ScoresAsLogits, apgd, attacked_accuracy, fgsm, pgd
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def batch():

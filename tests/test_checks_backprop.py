@@ -8,6 +8,8 @@ from capsedu.course.checks._kit import STUB_HINT
 from capsedu.course.checks.backprop import check_routing_backward, check_squash_backward
 from capsedu.nets import numpy_caps as nc
 
+pytestmark = pytest.mark.unit
+
 
 def squash_only_scale(dv, cache):
     return cache["scale"] * dv

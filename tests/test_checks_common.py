@@ -12,6 +12,8 @@ import capsedu.course.checks as checks_package
 from capsedu.course.checks import CheckFailed
 from capsedu.course.checks._kit import STUB_HINT
 
+pytestmark = pytest.mark.unit
+
 
 def _all_checks() -> dict:
     found = {}

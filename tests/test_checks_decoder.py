@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import assert_hint
 from torch import nn
 
 from capsedu import CapsNet, CapsNetConfig, mask_capsules, reconstruction_loss
@@ -14,11 +15,7 @@ from capsedu.course.checks.decoder import (
 )
 from capsedu.nets.losses import margin_loss
 
-
-def assert_hint(result, *fragments):
-    assert not result.passed and result.message.startswith("❌"), result.message
-    for fragment in fragments:
-        assert fragment in result.message, result.message
+pytestmark = pytest.mark.unit
 
 
 # ---------------------------------------------------------------- masking

@@ -7,6 +7,8 @@ from capsedu import squash
 from capsedu.course.checks.efficient import check_coupling_spread, check_uniform_couplings
 from capsedu.nets.self_attention import efficient_squash
 
+pytestmark = pytest.mark.unit
+
 
 def uniform(u_hat, b):
     return efficient_squash(torch.einsum("ij,bijd->bjd", 1 / u_hat.shape[2] + b, u_hat))

@@ -10,6 +10,8 @@ from capsedu.course.checks.exploring import (
 )
 from capsedu.explore.probes import perturbation_sweep
 
+pytestmark = pytest.mark.unit
+
 
 def extremes(model, image):
     images, _ = perturbation_sweep(model, image)  # (D, V, H, W)

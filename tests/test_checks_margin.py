@@ -13,6 +13,8 @@ from capsedu.course.checks.margin import (
     check_multi_hot,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def make_loss(pos_power=2, neg_power=2, lam=0.5, lam_pos=1.0, m_pos=0.9, m_neg=0.1,
               hinge=True, class_mean=False, batch_sum=False):

@@ -8,6 +8,8 @@ from capsedu.course.checks._kit import STUB_HINT
 from capsedu.course.checks.multimnist import check_both_right, check_reconstruct_one
 from capsedu.nets.multi_digit import pair_hits
 
+pytestmark = pytest.mark.unit
+
 
 def both_right(scores, labels):
     return pair_hits(scores, labels) == 2

@@ -7,6 +7,8 @@ import capsedu
 from capsedu.course.checks.pressure import check_activity, check_fgsm
 from capsedu.explore.attacks import ScoresAsLogits, fgsm
 
+pytestmark = pytest.mark.unit
+
 
 def step(model, images, labels, eps, move):
     x = images.clone().requires_grad_(True)

@@ -1,8 +1,11 @@
 """Tests for capsedu.course.checks.primary: right answers pass, typical mistakes get their own hint."""
 
+import pytest
 
 from capsedu import squash
 from capsedu.course.checks.primary import check_grid_size, check_length_map, check_to_capsules
+
+pytestmark = pytest.mark.unit
 
 
 def to_capsules(features, num_types, caps_dim):

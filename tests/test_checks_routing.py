@@ -8,6 +8,8 @@ import torch
 from capsedu import dynamic_routing, squash
 from capsedu.course.checks.routing import check_predictions, check_routing, check_routing_history
 
+pytestmark = pytest.mark.unit
+
 
 def make_routing(softmax_dim=2, do_squash=True, update="add", extra=0, c_after_update=False):
     """Procedure 1 with one optional bug, returning (v, c)."""

@@ -2,10 +2,13 @@
 
 import math
 
+import pytest
 import torch
 
 from capsedu import squash
 from capsedu.course.checks.squash import check_input_length_for, check_squash
+
+pytestmark = pytest.mark.unit
 
 
 def reference(s, eps=1e-8):

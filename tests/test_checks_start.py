@@ -1,8 +1,11 @@
 """Tests for capsedu.course.checks.start: right answers pass, typical mistakes get their own hint."""
 
+import pytest
 import torch
 
 from capsedu.course.checks.start import check_capsule_length, check_pose_angle
+
+pytestmark = pytest.mark.unit
 
 
 def test_capsule_length_passes_with_the_euclidean_norm(capsys):

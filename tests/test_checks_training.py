@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import assert_hint
 
 from capsedu import capsnet_loss, margin_loss, squash
 from capsedu.course.checks.training import (
@@ -10,11 +11,7 @@ from capsedu.course.checks.training import (
     check_uniform_lengths,
 )
 
-
-def assert_hint(result, *fragments):
-    assert not result.passed and result.message.startswith("❌"), result.message
-    for fragment in fragments:
-        assert fragment in result.message, result.message
+pytestmark = pytest.mark.unit
 
 
 # ---------------------------------------------------------------- one training step
@@ -127,7 +124,7 @@ def test_check_margin_violations_hints(wrong, fragment):
 # ---------------------------------------------------------------- uniform couplings
 
 def uniform(model, images):
-    u_hat = model.digits.prediction_vectors(model.encode(images))  # (B, I, J, D)
+    u_hat = model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
     return squash(u_hat.sum(dim=1) / u_hat.shape[2]).norm(dim=-1)
 
 
@@ -137,8 +134,8 @@ def test_check_uniform_lengths_passes():
 
 
 @pytest.mark.parametrize("wrong, fragment", [
-    (lambda m, x: squash(m.digits.prediction_vectors(m.encode(x)).mean(dim=1)).norm(dim=-1), "mean over the I"),
-    (lambda m, x: (m.digits.prediction_vectors(m.encode(x)).sum(dim=1) / 10).norm(dim=-1), "squash s_j"),
+    (lambda m, x: squash(m.class_caps.prediction_vectors(m.encode(x)).mean(dim=1)).norm(dim=-1), "mean over the I"),
+    (lambda m, x: (m.class_caps.prediction_vectors(m.encode(x)).sum(dim=1) / 10).norm(dim=-1), "squash s_j"),
     (lambda m, x: m(x).lengths, "network's own routing"),
     (lambda m, x: m(x, routing_iterations=1).capsules, "LENGTHS"),
     (lambda m, x: m(x, routing_iterations=2).lengths, "(1/J) sum_i u_hat"),

@@ -11,6 +11,8 @@ from capsedu.data.transforms import affnist_like, transform_images, transformed_
 from capsedu.nets.cnn import BaselineCNN, CNNConfig
 from capsedu.training.objectives import CrossEntropyObjective, MultiLabelObjective
 
+pytestmark = pytest.mark.unit
+
 
 def count(model):
     return sum(p.numel() for p in model.parameters())

@@ -9,6 +9,8 @@ from capsedu.explore.critique import capsule_activity, coupling_entropy, couplin
 from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.deep_capsnet import DeepCapsConfig, DeepCapsNet
 
+pytestmark = pytest.mark.unit
+
 
 def test_coupling_spread_is_each_couplings_spread_across_images_averaged():
     c = torch.tensor([[[0.2, 0.8]], [[0.6, 0.4]]])  # (N=2, I=1, J=2)

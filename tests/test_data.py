@@ -9,6 +9,8 @@ from capsedu import DataFileError, load_mnist, random_shift
 from capsedu.data import mnist as data_module
 from capsedu.data.files import download, file_sha256
 
+pytestmark = pytest.mark.unit
+
 
 def write_idx(path, array: torch.Tensor) -> None:
     """Write a uint8 tensor in MNIST's IDX format (test fixture only; reading uses torchvision)."""

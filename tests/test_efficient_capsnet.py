@@ -13,10 +13,12 @@ from capsedu.nets.registry import build_network
 from capsedu.nets.self_attention import efficient_squash, self_attention_routing
 from capsedu.training.objectives import MarginObjective
 
+pytestmark = pytest.mark.unit
 
-def literal_routing(u_hat, b):
+
+def literal_routing(u_hat, prior):
     """One image, one output capsule at a time: the I x I self-attention matrix A_j, its row sums,
-    a softmax over the outputs j, s_j = sum_i (c_ij + b_ij) u_hat_ij, then the squash."""
+    a softmax over the outputs j, s_j = sum_i (c_ij + b_ij) u_hat_ij (b: the prior), then the squash."""
     B, I, J, D = u_hat.shape
     vs, cs = [], []
     for n in range(B):
@@ -30,7 +32,7 @@ def literal_routing(u_hat, b):
         c = torch.stack([torch.exp(row - row.max()) / torch.exp(row - row.max()).sum() for row in logits])
         v = []
         for j in range(J):
-            s = sum((c[i, j] + b[i, j]) * u_hat[n, i, j] for i in range(I))
+            s = sum((c[i, j] + prior[i, j]) * u_hat[n, i, j] for i in range(I))
             norm = torch.sqrt((s * s).sum() + 1e-8)
             v.append((1 - math.e ** -norm) * s / norm)
         vs.append(torch.stack(v)), cs.append(c)
@@ -43,30 +45,30 @@ def problem(B=2, I=5, J=3, D=4, seed=0, dtype=torch.float64):
 
 
 def test_routing_equals_the_literal_loop_in_values_and_gradients():
-    u_hat, b = problem()
-    u_hat.requires_grad_(True), b.requires_grad_(True)
-    v, c = self_attention_routing(u_hat, b)
-    v_ref, c_ref = literal_routing(u_hat, b)
+    u_hat, prior = problem()
+    u_hat.requires_grad_(True), prior.requires_grad_(True)
+    v, c = self_attention_routing(u_hat, prior)
+    v_ref, c_ref = literal_routing(u_hat, prior)
     torch.testing.assert_close(v, v_ref), torch.testing.assert_close(c, c_ref)
     weights = torch.randn_like(v)
-    grads = torch.autograd.grad((v * weights).sum(), (u_hat, b))
-    grads_ref = torch.autograd.grad((v_ref * weights).sum(), (u_hat, b))
+    grads = torch.autograd.grad((v * weights).sum(), (u_hat, prior))
+    grads_ref = torch.autograd.grad((v_ref * weights).sum(), (u_hat, prior))
     for got, want in zip(grads, grads_ref):
         torch.testing.assert_close(got, want)
 
 
 def test_couplings_are_a_softmax_over_the_output_capsules():
-    u_hat, b = problem(B=3, I=6, J=4)
-    _, c = self_attention_routing(u_hat, b)
+    u_hat, prior = problem(B=3, I=6, J=4)
+    _, c = self_attention_routing(u_hat, prior)
     torch.testing.assert_close(c.sum(dim=2), torch.ones(3, 6, dtype=c.dtype))  # each input shares itself
     assert not torch.allclose(c.sum(dim=1), torch.ones(3, 4, dtype=c.dtype))  # not over the inputs
     assert (c > 0).all()
 
 
 def test_priors_change_the_output_but_not_the_couplings():
-    u_hat, b = problem()
+    u_hat, prior = problem()
     v0, c0 = self_attention_routing(u_hat)
-    v1, c1 = self_attention_routing(u_hat, b)
+    v1, c1 = self_attention_routing(u_hat, prior)
     torch.testing.assert_close(c0, c1)
     assert not torch.allclose(v0, v1)
 
@@ -80,9 +82,9 @@ def test_a_prediction_that_agrees_with_the_others_gets_more_coupling():
 
 
 def test_gradcheck_in_float64():
-    u_hat, b = problem(B=1, I=3, J=2, D=3)
+    u_hat, prior = problem(B=1, I=3, J=2, D=3)
     assert torch.autograd.gradcheck(lambda u, p: self_attention_routing(u, p)[0],
-                                    (u_hat.requires_grad_(True), b.requires_grad_(True)))
+                                    (u_hat.requires_grad_(True), prior.requires_grad_(True)))
 
 
 def test_efficient_squash_formula_range_and_zero_vector():
@@ -103,31 +105,27 @@ def test_efficient_squash_rises_linearly_where_eq1_is_flat():
     assert squash(small).norm() < 2e-6  # Eq. 1: |s|^2, slope 0
 
 
-@pytest.mark.parametrize("bad, message", [
-    (torch.tensor(1.0), "scalar"),
-    (torch.tensor([[float("nan"), 1.0]]), "s"),
+@pytest.mark.parametrize("bad, error, message", [
+    (torch.tensor(1.0), ValueError, "scalar"),
+    (torch.tensor([[1, 2]]), TypeError, "floating-point"),
 ])
-def test_efficient_squash_rejects_bad_input(bad, message):
-    with pytest.raises(ValueError, match=message):
+def test_efficient_squash_rejects_bad_input(bad, error, message):
+    with pytest.raises(error, match=message):
         efficient_squash(bad)
     with pytest.raises(ValueError, match="dim"):
         efficient_squash(torch.ones(2, 3), dim=2)
 
 
 def test_routing_rejects_bad_input_naming_the_argument():
-    u_hat, b = problem()
+    u_hat, prior = problem()
     with pytest.raises(ValueError, match="u_hat"):
         self_attention_routing(u_hat[0])  # (I, J, D)
     with pytest.raises(ValueError, match="u_hat"):
         self_attention_routing(u_hat[:0])  # empty batch
-    bad = u_hat.clone()
-    bad[0, 0, 0, 0] = float("inf")
-    with pytest.raises(ValueError, match="u_hat"):
-        self_attention_routing(bad)
-    with pytest.raises(ValueError, match="b must have shape"):
-        self_attention_routing(u_hat, b.T)
-    with pytest.raises(ValueError, match="b"):
-        self_attention_routing(u_hat, torch.full_like(b, float("nan")))
+    with pytest.raises(ValueError, match="prior must have shape"):
+        self_attention_routing(u_hat, prior.T)
+    with pytest.raises(TypeError, match="u_hat must be a floating-point tensor"):
+        self_attention_routing(u_hat.long())
 
 
 def test_network_has_the_papers_161824_parameters_and_shapes():
@@ -170,11 +168,20 @@ def test_network_rejects_bad_input_and_configs():
     with pytest.raises(TypeError, match="labels must be a torch.Tensor"):
         MarginObjective()(model, torch.rand(2, 1, 28, 28), PairTargets(
             torch.zeros(2, 10), torch.zeros(2, 2, dtype=torch.long), torch.zeros(2, 2, 1, 28, 28)))
-    with pytest.raises(ValueError, match="primary_caps"):
-        EfficientCapsNet(EfficientCapsConfig(primary_caps=10))
+    with pytest.raises(ValueError, match="num_primary_caps"):
+        EfficientCapsNet(EfficientCapsConfig(num_primary_caps=10))
     with pytest.raises(ValueError, match="one kernel and one stride"):
         EfficientCapsNet(EfficientCapsConfig(conv_kernels=(5, 3)))
     with pytest.raises(TypeError, match="EfficientCapsConfig"):
         EfficientCapsNet(CapsNetConfig.cpu())
     with pytest.raises(ValueError, match="u must have shape"):
         SelfAttentionCaps(16, 8, 10, 16)(torch.rand(2, 16, 4))
+
+
+def test_a_config_stored_with_the_old_field_name_loads():
+    old = {**EfficientCapsConfig().to_dict(), "primary_caps": 4}  # before checkpoint version 4
+    del old["num_primary_caps"]
+    assert EfficientCapsConfig.from_dict(old).num_primary_caps == 4
+    assert EfficientCapsConfig.from_dict(old) == EfficientCapsConfig(num_primary_caps=4)
+    with pytest.raises(ValueError, match="both the old and the new name"):
+        EfficientCapsConfig.from_dict({"primary_caps": 4, "num_primary_caps": 4})

@@ -2,10 +2,13 @@
 
 import re
 
+import pytest
 import tomllib
 import yaml
 from conftest import REPO
 from packaging.requirements import Requirement
+
+pytestmark = pytest.mark.tools
 
 CONDA_TO_PYPI = {"pytorch": "torch"}  # conda-forge names that differ from PyPI names
 NOT_PACKAGES = {"python", "pip"}

@@ -16,6 +16,8 @@ from capsedu.explore.probes import (
     vote_shares,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def test_encode_matches_forward(model, image):
     encoded = encode_image(model, image)

@@ -17,6 +17,8 @@ from capsedu.explore.pairs import (
 )
 from capsedu.nets.multi_digit import pair_hits
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def model(pair_capsnet):

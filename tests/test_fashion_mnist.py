@@ -9,6 +9,8 @@ import torch
 from capsedu import DataFileError, load_fashion_mnist
 from capsedu.data import fashion_mnist
 
+pytestmark = pytest.mark.unit
+
 DEBIAN = fashion_mnist.DEBIAN_FOLDER
 needs_debian = pytest.mark.skipif(not (DEBIAN / "t10k-labels-idx1-ubyte.gz").is_file(),
                                   reason="Debian's dataset-fashion-mnist is not installed (.ci/run installs it)")

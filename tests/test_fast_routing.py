@@ -1,62 +1,84 @@
-"""The fast path (what DigitCaps runs) equals the readable routing (what the lessons teach)."""
+"""The factored routing equals the readable one (what the lessons teach), for both settings of
+detach_inner, and DigitCaps runs whichever its config chooses."""
 
 import pytest
 import torch
 
-from capsedu import DigitCaps, dynamic_routing
+from capsedu import CapsNet, CapsNetConfig, DigitCaps, dynamic_routing
 from capsedu.nets.routing_fast import factored_routing
+
+pytestmark = pytest.mark.unit
 
 # (B, I, J, D_out, D_in): small, single capsules on either side, a batch of one, the paper's size
 SHAPES = [(2, 6, 3, 4, 2), (3, 1152, 10, 16, 8), (1, 1, 1, 1, 1), (4, 5, 1, 3, 2),
           (2, 1, 4, 2, 3), (1, 7, 2, 1, 1)]
 
 
-def _readable(W, u, iterations):
-    return dynamic_routing(torch.einsum("ijdk,bik->bijd", W, u), iterations, detach_inner=True)
+def _readable(W, u, iterations, detach_inner):
+    return dynamic_routing(torch.einsum("ijdk,bik->bijd", W, u), iterations, detach_inner)
 
 
-def _values_and_grads(fn, W, u, iterations, weights_v, weights_c):
+def _values_and_grads(fn, W, u, iterations, detach_inner, weights_v, weights_c):
     W, u = W.detach().clone().requires_grad_(), u.detach().clone().requires_grad_()
-    v, c = fn(W, u, iterations)
+    v, c = fn(W, u, iterations, detach_inner)
     loss = (v * weights_v).sum() + (c * weights_c).sum()
     return (v, c, *torch.autograd.grad(loss, [W, u]))
 
 
+@pytest.mark.parametrize("detach_inner", [True, False])
+@pytest.mark.parametrize("iterations", [1, 2, 3])
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("iterations", [1, 2, 3, 5])
-def test_fast_equals_readable_values_and_gradients(rng, shape, iterations):
+def test_factored_equals_readable_values_and_gradients(rng, shape, iterations, detach_inner):
     batch, num_in, num_out, dim, dim_in = shape
     W = 0.3 * torch.randn(num_in, num_out, dim, dim_in, generator=rng, dtype=torch.float64)
     u = torch.randn(batch, num_in, dim_in, generator=rng, dtype=torch.float64)
     weights_v = torch.randn(batch, num_out, dim, generator=rng, dtype=torch.float64)
     weights_c = torch.randn(batch, num_in, num_out, generator=rng, dtype=torch.float64)
-    readable = _values_and_grads(_readable, W, u, iterations, weights_v, weights_c)
-    fast = _values_and_grads(factored_routing, W, u, iterations, weights_v, weights_c)
-    for name, a, b in zip(["v", "c", "grad W", "grad u"], readable, fast):
+    readable = _values_and_grads(_readable, W, u, iterations, detach_inner, weights_v, weights_c)
+    factored = _values_and_grads(factored_routing, W, u, iterations, detach_inner, weights_v, weights_c)
+    for name, a, b in zip(["v", "c", "grad W", "grad u"], readable, factored):
         torch.testing.assert_close(b, a, msg=lambda m, name=name: f"{name}: {m}")
 
 
-def test_the_couplings_really_change_across_iterations(rng):
-    """Guards the test above: with r > 1 the couplings are far from uniform, so an
-    implementation that skipped the agreement step could not pass it."""
+def test_five_iterations_without_detaching_are_equal_too(rng):
+    W = 0.3 * torch.randn(6, 3, 4, 2, generator=rng, dtype=torch.float64)
+    u = torch.randn(2, 6, 2, generator=rng, dtype=torch.float64)
+    ones_v, ones_c = torch.ones(2, 3, 4, dtype=torch.float64), torch.ones(2, 6, 3, dtype=torch.float64)
+    for detach_inner in (True, False):
+        readable = _values_and_grads(_readable, W, u, 5, detach_inner, ones_v, ones_c)
+        factored = _values_and_grads(factored_routing, W, u, 5, detach_inner, ones_v, ones_c)
+        for a, b in zip(readable, factored):
+            torch.testing.assert_close(b, a)
+
+
+def test_the_couplings_and_gradients_really_change_across_iterations(rng):
+    """Guards the tests above: with r > 1 the couplings are far from uniform, and detaching
+    changes the gradient, so an implementation that skipped the agreement step, or that ignored
+    detach_inner, could not pass them."""
     W = 0.3 * torch.randn(6, 3, 4, 2, generator=rng, dtype=torch.float64)
     u = torch.randn(2, 6, 2, generator=rng, dtype=torch.float64)
     _, c = factored_routing(W, u, 5)
     assert (c - 1 / 3).abs().max() > 0.1
+    weights = torch.randn(2, 3, 4, generator=rng, dtype=torch.float64)
+    ones_c = torch.zeros(2, 6, 3, dtype=torch.float64)
+    detached = _values_and_grads(factored_routing, W, u, 3, True, weights, ones_c)
+    full = _values_and_grads(factored_routing, W, u, 3, False, weights, ones_c)
+    assert not torch.allclose(detached[2], full[2]) and not torch.allclose(detached[3], full[3])
 
 
-def test_fast_equals_readable_in_float32_at_paper_size(rng):
+def test_factored_equals_readable_in_float32_at_paper_size(rng):
     W = 0.05 * torch.randn(1152, 10, 16, 8, generator=rng)
     u = torch.randn(4, 1152, 8, generator=rng) / 3
-    v, c = _readable(W, u, 3)
+    v, c = _readable(W, u, 3, True)
     v_fast, c_fast = factored_routing(W, u, 3)
     torch.testing.assert_close(v_fast, v)
     torch.testing.assert_close(c_fast, c)
 
 
+@pytest.mark.parametrize("routing", ["readable", "factored"])
 @pytest.mark.parametrize("detach_inner", [True, False])
-def test_digit_caps_equals_the_readable_routing(rng, detach_inner):
-    layer = DigitCaps(12, 4, 3, 5, routing_iterations=3, detach_inner=detach_inner).double()
+def test_digit_caps_runs_every_combination_equal_to_the_readable_routing(rng, routing, detach_inner):
+    layer = DigitCaps(12, 4, 3, 5, routing_iterations=3, detach_inner=detach_inner, routing=routing).double()
     with torch.no_grad():
         layer.W.normal_(0, 0.3, generator=rng)
     u = torch.randn(2, 12, 4, generator=rng, dtype=torch.float64, requires_grad=True)
@@ -70,18 +92,29 @@ def test_digit_caps_equals_the_readable_routing(rng, detach_inner):
         torch.testing.assert_close(got, expected)
 
 
-def test_detach_settings_give_different_gradients(rng):
-    """Guards the test above: detach_inner=False must not quietly take the fast path."""
-    grads = []
-    for detach_inner in (True, False):
-        layer = DigitCaps(12, 4, 3, 5, routing_iterations=3, detach_inner=detach_inner).double()
-        with torch.no_grad():
-            layer.W.copy_(0.3 * torch.randn(12, 3, 5, 4, generator=torch.Generator().manual_seed(1),
-                                            dtype=torch.float64))
-        u = torch.randn(2, 12, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64,
-                        requires_grad=True)
-        grads.append(torch.autograd.grad(layer(u)[0].square().sum(), u)[0])
-    assert not torch.allclose(grads[0], grads[1])
+def test_the_config_chooses_the_routing_independently_of_detach_inner(monkeypatch):
+    """CapsNetConfig.routing alone picks the implementation; detach_inner reaches it unchanged."""
+    import capsedu.nets.routing as routing_module
+
+    calls = []
+    for name in ("dynamic_routing", "factored_routing"):
+        original = getattr(routing_module, name)
+        monkeypatch.setattr(routing_module, name, lambda *args, name=name, original=original:
+                            calls.append((name, args[-1])) or original(*args))
+    images = torch.rand(2, 1, 28, 28)
+    for routing in ("readable", "factored"):
+        for detach_inner in (True, False):
+            config = CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4,
+                                   routing=routing, detach_inner=detach_inner)
+            CapsNet(config)(images)
+    assert calls == [("dynamic_routing", True), ("dynamic_routing", False),
+                     ("factored_routing", True), ("factored_routing", False)]
+    assert CapsNetConfig().routing == CapsNetConfig.cpu().routing == "factored"
+
+
+def test_digit_caps_rejects_an_unknown_routing():
+    with pytest.raises(ValueError, match=r"routing must be one of \('readable', 'factored'\), got 'fast'"):
+        DigitCaps(6, 4, 3, 5, routing="fast")
 
 
 def test_prediction_vectors_equal_per_capsule_matrix_products(rng):
@@ -99,9 +132,10 @@ def test_prediction_vectors_equal_per_capsule_matrix_products(rng):
     (torch.zeros(1, 6, 4), 0, ValueError, "routing_iterations must be >= 1"),
     (torch.zeros(1, 6, 4), 2.0, TypeError, "routing_iterations must be an int"),
 ])
-def test_digit_caps_rejects_bad_input(u, iterations, error, match):
+@pytest.mark.parametrize("routing", ["readable", "factored"])
+def test_digit_caps_rejects_bad_input(u, iterations, error, match, routing):
     with pytest.raises(error, match=match):
-        DigitCaps(6, 4, 3, 5)(u, iterations)
+        DigitCaps(6, 4, 3, 5, routing=routing)(u, iterations)
 
 
 def test_a_second_backward_through_the_same_graph_raises_not_lies(rng):
@@ -117,17 +151,19 @@ def test_a_second_backward_through_the_same_graph_raises_not_lies(rng):
     torch.testing.assert_close(torch.autograd.grad(v_again.square().sum(), W)[0], first)
 
 
-def test_digit_caps_keeps_W_in_the_fast_paths_memory_order_without_changing_what_it_is():
-    """W's shape, values (for a seed) and state dict are as always; only its memory order differs,
-    so the fast path reads W, and autograd keeps its gradient, without a copy."""
+@pytest.mark.parametrize("detach_inner", [True, False])
+def test_digit_caps_W_is_a_plain_contiguous_parameter_in_the_lessons_layout(detach_inner):
+    """W (I, J, D_out, D_in) as lesson 03 draws it: flat views work, its gradient has its layout,
+    and a state dict in the old permuted memory order (earlier checkpoints) loads unchanged."""
     torch.manual_seed(0)
-    layer = DigitCaps(6, 2, 3, 4)
+    layer = DigitCaps(6, 2, 3, 4, detach_inner=detach_inner)
     torch.manual_seed(0)
-    assert torch.equal(layer.W, 0.01 * torch.randn(6, 3, 4, 2))  # the same initial values
+    assert torch.equal(layer.W, 0.01 * torch.randn(6, 3, 4, 2))  # the same initial values as ever
+    assert layer.W.is_contiguous() and layer.W.view(-1).shape == (6 * 3 * 4 * 2,)
     assert layer.state_dict()["W"].shape == (6, 3, 4, 2)
-    assert layer.W.permute(1, 3, 0, 2).is_contiguous()  # (J, D_in, I, D_out) in memory
     layer(torch.randn(5, 6, 2))[0].square().sum().backward()
-    assert layer.W.grad.stride() == layer.W.stride()  # the gradient was kept, not re-laid out
+    assert layer.W.grad.is_contiguous() and layer.W.grad.shape == layer.W.shape
+    old = torch.empty(3, 2, 6, 4).permute(2, 0, 3, 1).copy_(layer.W.detach())  # (I, J, D_out, D_in), strided
     copy = DigitCaps(6, 2, 3, 4)
-    copy.load_state_dict({"W": layer.W.detach().contiguous()})  # an old, contiguous checkpoint
-    assert torch.equal(copy.W, layer.W) and copy.W.stride() == layer.W.stride()
+    copy.load_state_dict({"W": old})
+    assert torch.equal(copy.W, layer.W) and copy.W.is_contiguous()

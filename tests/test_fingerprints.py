@@ -57,6 +57,23 @@ def test_a_shipped_network_brings_in_the_module_of_its_kind(tmp_path):
     assert modules["weights"].keys() == {"em"}  # the registry imports the class by name, on first use
 
 
+def test_a_lesson_that_only_loads_a_network_does_not_depend_on_the_recipes(tmp_path):
+    """shipped.py imports the recipes (and every network module) for an error message only: the
+    fingerprint skips that edge (fingerprint.NOT_OUTPUT_AFFECTING), not a lesson's own imports."""
+    (tmp_path / "loads").mkdir()
+    (tmp_path / "trains").mkdir()
+    loads = _notebook(tmp_path / "loads", "import capsedu\nmodel = capsedu.pretrained('capsnet')")
+    recorded = fingerprint.lesson_fingerprint(loads)
+    assert "capsedu/zoo/shipped.py" in recorded["modules"]
+    assert not {"capsedu/zoo/recipes.py", "capsedu/nets/em_routing.py"} & set(recorded["modules"])
+    for edit in (_reader("capsedu/zoo/recipes.py", "epochs=15", "epochs=16"),
+                 _reader("capsedu/nets/em_routing.py", "1.0 / num_out", "0.5 / num_out")):
+        assert not fingerprint.differences(recorded, fingerprint.lesson_fingerprint(loads, read=edit))
+    trains = _notebook(tmp_path / "trains", "from capsedu.zoo.train import train_recipe")
+    assert {"capsedu/zoo/recipes.py", "capsedu/nets/em_routing.py"} <= set(
+        fingerprint.lesson_fingerprint(trains)["modules"])  # a lesson that trains a recipe does
+
+
 def test_magics_are_part_of_the_code_but_do_not_stop_the_parse(tmp_path):
     plain = fingerprint.lesson_fingerprint(_notebook(tmp_path, "import capsedu.nets.squash"))
     magic = fingerprint.lesson_fingerprint(

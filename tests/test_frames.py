@@ -14,6 +14,8 @@ from capsedu.explore.frames import CSS_CLASS, Control, FrameExplorer, compress_p
 from capsedu.explore.render import figure_png
 from capsedu.explore.widgets import perturbation_explorer, routing_explorer
 
+pytestmark = pytest.mark.unit
+
 widgets = pytest.importorskip("ipywidgets")
 
 

@@ -41,7 +41,11 @@ def text_of(cell: nbformat.NotebookNode) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem for p in LESSONS])
+# One test per lesson (they spread over pytest-xdist's workers), each in its lesson's xdist_group:
+# the worker that runs the lesson's nbval cells (tests/conftest.py), since both execute in notebooks/
+# and lesson 06 writes and reads back checkpoints/ there.
+@pytest.mark.parametrize("lesson", [pytest.param(p, id=p.stem, marks=pytest.mark.xdist_group(p.stem))
+                                    for p in LESSONS])
 def test_every_check_of_a_stubbed_handout_prints_a_hint(lesson: Path, monkeypatch):
     original = nbformat.read(lesson, as_version=4)
     handout = student_notebook(original)

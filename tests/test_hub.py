@@ -49,6 +49,8 @@ from coursetools.grading import write_course
 from coursetools.hub import TARGET, publish, pull_link
 from coursetools.workspace import settle_lab_settings
 
+pytestmark = pytest.mark.tools
+
 CLASSROOM = REPO / "classroom"
 SCREENSHOTS = REPO / "build" / "screenshots" / "hub"
 LESSON = "01_squash"

@@ -97,6 +97,13 @@ ALL_RUN = """() => {
   const kernel = panel.sessionContext.session.kernel;
   return kernel.status === 'idle' && cells.every(c => c.model.executionCount !== null);
 }"""
+NEWS_SETTING = """async () => {
+  await window.jupyterapp.restored;
+  const plugin = await window.jupyterapp.serviceManager.settings.fetch(
+    '@jupyterlab/apputils-extension:notification');
+  const user = (plugin.settings || {}).fetchNews;
+  return user !== undefined ? user : plugin.schema.properties.fetchNews.default;
+}"""
 ERRORS = """() => window.jupyterapp.shell.currentWidget.content.widgets
   .filter(c => c.model.type === 'code')
   .flatMap((c, i) => c.model.outputs.toJSON().filter(o => o.output_type === 'error')
@@ -219,7 +226,9 @@ def test_learner_lab_opens_lesson_00_asks_nothing_and_saves_only_the_workspace(l
         page.goto(f"{base}/?token={token}")
         page.wait_for_function(KERNEL_IDLE, timeout=60_000)
         assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.path") == "00_start_here.ipynb"
-        page.wait_for_timeout(3000)  # the news question comes a moment after start
+        # JupyterLab asks about news, once restored, only while its fetchNews setting is "none"
+        # (its default): `make lab` settles it, so the question can never come - no wait for it
+        assert page.evaluate(NEWS_SETTING) == "false", "JupyterLab will ask about Jupyter news"
         assert page.get_by_text("Jupyter news").count() == 0, "the news prompt is on the first screen"
         assert not page.locator(".jp-Dialog").count(), "a dialog is on the first screen"
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,23 @@
 import pytest
 import torch
 
-from capsedu import CapsNet, CapsNetConfig, DigitCaps, PrimaryCaps, squash
-from capsedu.training.objectives import MarginObjective
+from capsedu import (
+    CapsNet,
+    CapsNetConfig,
+    DigitCaps,
+    PrimaryCaps,
+    dynamic_routing,
+    margin_loss,
+    squash,
+)
+from capsedu.nets.efficient_capsnet import EfficientCapsConfig, EfficientCapsNet
+from capsedu.nets.em_routing import em_routing
+from capsedu.nets.matrix_capsnet import MatrixCapsConfig, MatrixCapsNet
+from capsedu.nets.routing_fast import factored_routing
+from capsedu.nets.self_attention import efficient_squash, self_attention_routing
+from capsedu.training.objectives import MarginObjective, SpreadObjective
+
+pytestmark = pytest.mark.unit
 
 
 def test_primary_caps_paper_shapes(rng):
@@ -57,15 +72,62 @@ def test_bad_inputs():
         DigitCaps(6, 4, 3, 5.0)
 
 
-def test_a_training_step_scans_its_input_for_nan_once(monkeypatch):
+NETWORKS = {
+    "capsnet factored": (lambda: CapsNet(CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4)),
+                         MarginObjective()),
+    "capsnet readable": (lambda: CapsNet(CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4,
+                                                       routing="readable", detach_inner=False)),
+                         MarginObjective()),
+    "efficient": (lambda: EfficientCapsNet(EfficientCapsConfig()), MarginObjective()),
+    "em": (lambda: MatrixCapsNet(MatrixCapsConfig(conv1_channels=4, primary_types=2, conv_caps1_types=2,
+                                                  conv_caps2_types=2)), SpreadObjective()),
+}
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_a_training_step_scans_its_input_for_nan_once(monkeypatch, name):
     """The network checks x once where it enters; layers, routing and loss add no scan."""
-    model = CapsNet(CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4))
+    build, objective = NETWORKS[name]
+    model = build()
     images, labels = torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3])
     scans = []
     original = torch.isfinite
     monkeypatch.setattr(torch, "isfinite", lambda x: scans.append(tuple(x.shape)) or original(x))
-    MarginObjective()(model, images, labels).value.backward()
+    objective(model, images, labels).value.backward()
     assert scans == [(3, 1, 28, 28)]
     images[0, 0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="x contains 1 NaN"):
-        MarginObjective()(model, images, labels)
+        objective(model, images, labels)
+
+
+def _nan(*shape):
+    return torch.full(shape, float("nan"))
+
+
+INNER = {
+    "squash": lambda: squash(_nan(2, 3, 4)),
+    "efficient_squash": lambda: efficient_squash(_nan(2, 3, 4)),
+    "margin_loss": lambda: margin_loss(_nan(2, 10), torch.tensor([0, 1])),
+    "dynamic_routing": lambda: dynamic_routing(_nan(2, 5, 3, 4), 3)[0],
+    "factored_routing": lambda: factored_routing(_nan(5, 3, 4, 2), torch.rand(2, 5, 2), 3)[0],
+    "self_attention_routing": lambda: self_attention_routing(_nan(2, 5, 3, 4), _nan(5, 3))[0],
+    "em_routing": lambda: em_routing(_nan(2, 5, 3, 16), torch.rand(2, 5), torch.zeros(3), torch.zeros(3))[0],
+}
+
+
+@pytest.mark.parametrize("name", INNER)
+def test_inner_functions_check_shapes_but_do_not_scan_values(name):
+    """Validation at the entry points only: inside a network a NaN passes through (the network
+    rejected its images already), and no function pays a full pass for the scan."""
+    assert torch.isnan(INNER[name]()).any()
+
+
+def test_each_function_exists_once_without_an_unchecked_twin():
+    import capsedu.nets.em_routing as em
+    import capsedu.nets.losses as losses
+    import capsedu.nets.self_attention as attention
+    import capsedu.nets.squash as squash_module
+
+    for module, name in [(squash_module, "squash"), (losses, "margin_loss"), (attention, "efficient_squash"),
+                         (attention, "self_attention_routing"), (em, "em_routing")]:
+        assert hasattr(module, name) and not hasattr(module, f"{name}_unchecked"), name

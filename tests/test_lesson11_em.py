@@ -20,31 +20,33 @@ from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsConfig, MatrixCapsNet
 from capsedu.training.hardware import reuse_large_allocations
 
+pytestmark = pytest.mark.unit
+
 
 def stub(*args):
     raise NotImplementedError
 
 
-def right_m_step(R, a, V, beta_u, beta_a, lam):
-    return m_step_variant(R, a, V, beta_u, beta_a, lam)
+def right_m_step(R, a, votes, beta_u, beta_a, inverse_temperature):
+    return m_step_variant(R, a, votes, beta_u, beta_a, inverse_temperature)
 
 
 def test_right_answers_pass(capsys):
     assert check_m_step(right_m_step)
-    assert check_e_step(lambda V, mu, s, a: e_step_variant(V, mu, s, a))
+    assert check_e_step(lambda votes, mu, s, a: e_step_variant(votes, mu, s, a))
     assert check_spot_the_bug(lambda: 2)
     assert capsys.readouterr().out.count("✅") == 3
 
 
 def test_the_reference_steps_are_capsedus():
-    V, a, beta_u, beta_a = torch.randn(2, 5, 3, 4, dtype=torch.float64), torch.rand(2, 5, dtype=torch.float64), \
+    votes, a, beta_u, beta_a = torch.randn(2, 5, 3, 4, dtype=torch.float64), torch.rand(2, 5, dtype=torch.float64), \
         torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
     for iterations in (1, 2):
         R = torch.full((2, 5, 3), 1 / 3, dtype=torch.float64)
         for _ in range(iterations - 1):
-            R = e_step_variant(V, *m_step_variant(R, a, V, beta_u, beta_a, 0.4))
-        mu, _, a_out = m_step_variant(R, a, V, beta_u, beta_a, 0.4)
-        mu_ref, a_ref, R_ref = em_routing(V, a, beta_u, beta_a, iterations, 0.4)
+            R = e_step_variant(votes, *m_step_variant(R, a, votes, beta_u, beta_a, 0.4))
+        mu, _, a_out = m_step_variant(R, a, votes, beta_u, beta_a, 0.4)
+        mu_ref, a_ref, R_ref = em_routing(votes, a, beta_u, beta_a, iterations, 0.4)
         torch.testing.assert_close((mu, a_out, R), (mu_ref, a_ref, R_ref))
 
 
@@ -83,7 +85,7 @@ def test_e_step_mistakes_get_their_hint(capsys, options, hint):
 
 def test_e_step_stub_and_shape_get_a_hint(capsys):
     assert not check_e_step(stub)
-    assert not check_e_step(lambda V, mu, s, a: e_step_variant(V, mu, s, a)[0])
+    assert not check_e_step(lambda votes, mu, s, a: e_step_variant(votes, mu, s, a)[0])
     out = capsys.readouterr().out
     assert STUB_HINT in out and "return R of shape (2, 6, 3)" in out
 
@@ -137,23 +139,24 @@ def test_digit_votes_are_the_class_layers_input():
     votes, activations = digit_votes(model, image)
     assert votes.shape == (2 * 3 * 3, 10, 16) and activations.shape == (18,)
     assert model.training  # the mode is left as found
-    lam = [model.config.inverse_temperature] * model.config.routing_iterations
+    schedule = [model.config.inverse_temperature] * model.config.routing_iterations
     _, expected = model.eval()(image[None])
-    _, a_out, _ = em_routing(votes[None], activations[None], model.classes.beta_u,
-                             model.classes.beta_a, len(lam), lam)
+    _, a_out, _ = em_routing(votes[None], activations[None], model.class_caps.beta_u,
+                             model.class_caps.beta_a, len(schedule), schedule)
     torch.testing.assert_close(a_out, expected)
 
 
 @pytest.mark.parametrize("iterations", [1, 2, 3])
 def test_port_style_benchmark_computes_the_same(iterations):
     g = torch.Generator().manual_seed(0)
-    V, a = torch.randn(3, 12, 4, 16, generator=g), torch.rand(3, 12, generator=g)
+    votes, a = torch.randn(3, 12, 4, 16, generator=g), torch.rand(3, 12, generator=g)
     beta_u, beta_a = 0.1 * torch.randn(4, generator=g), 0.1 * torch.randn(4, generator=g)
-    mu, a_out = port_style_em(V, a, beta_u, beta_a, iterations, 1e-2)
-    mu_ref, a_ref, _ = em_routing(V, a, beta_u, beta_a, iterations, 1e-2)
+    mu, a_out = port_style_em(votes, a, beta_u, beta_a, iterations, 1e-2)
+    mu_ref, a_ref, _ = em_routing(votes, a, beta_u, beta_a, iterations, 1e-2)
     torch.testing.assert_close((mu, a_out), (mu_ref, a_ref))
 
 
+@pytest.mark.tools  # it changes malloc for the whole process: not in the in-process unit tier
 def test_reuse_large_allocations_sets_glibc_and_names_bad_limits():
     if sys.platform.startswith("linux"):
         assert reuse_large_allocations() is True
@@ -190,11 +193,11 @@ def test_the_class_layer_trace_routes_as_the_network_does():
     model = MatrixCapsNet(MatrixCapsConfig(conv1_channels=8, primary_types=2, conv_caps1_types=3,
                                            conv_caps2_types=3, beta_a_logit_units=True)).eval()
     with torch.no_grad():
-        model.classes.beta_a.normal_(0.0, 2.0)  # offsets of the size training gives them
+        model.class_caps.beta_a.normal_(0.0, 2.0)  # offsets of the size training gives them
     image = torch.rand(1, 28, 28)
     votes, activations, steps = class_layer_trace(model, image, 4)
     own = model(image[None])[1][0]
     torch.testing.assert_close(steps[model.config.routing_iterations - 1].a, own)
-    raw = em_trace(votes, activations, model.classes.beta_u.detach(), model.classes.beta_a.detach(),
+    raw = em_trace(votes, activations, model.class_caps.beta_u.detach(), model.class_caps.beta_a.detach(),
                    2, model.config.inverse_temperature)
     assert not torch.allclose(raw[1].a, own, atol=1e-3)  # the raw parameter is not the beta routing uses

@@ -4,6 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.tools
+
 REPO = Path(__file__).resolve().parents[1]
 CHECKED = ["capsedu", "coursetools", "tests", "benchmarks", "book/_ext", "notebooks", "classroom"]
 

@@ -15,6 +15,8 @@ from capsedu.nets.matrix_capsnet import (
 )
 from capsedu.training.objectives import SpreadObjective
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_default_network_has_the_ports_size_and_shapes():
     torch.manual_seed(0)
@@ -130,10 +132,10 @@ def test_beta_a_in_logit_units_is_the_same_function():
     plain = MatrixCapsNet(MatrixCapsConfig(**small))
     scaled = MatrixCapsNet(MatrixCapsConfig(**small, beta_a_logit_units=True))
     with torch.no_grad():
-        for layer in (plain.caps1, plain.caps2, plain.classes):
+        for layer in (plain.caps1, plain.caps2, plain.class_caps):
             layer.beta_a.normal_(0.0, 300.0)  # of the size the activations need at lambda = 0.001
     state = plain.state_dict()
-    for name in ("caps1", "caps2", "classes"):
+    for name in ("caps1", "caps2", "class_caps"):
         state = {**state, f"{name}.beta_a": state[f"{name}.beta_a"] * plain.config.inverse_temperature}
     scaled.load_state_dict(state)
     images = torch.rand(3, 1, 28, 28)

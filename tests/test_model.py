@@ -1,7 +1,9 @@
 import pytest
 import torch
 
-from capsedu import CapsNet, CapsNetConfig, mask_capsules
+from capsedu import CapsNet, CapsNetConfig, capsnet_loss, mask_capsules
+
+pytestmark = pytest.mark.unit
 
 
 def count(model: torch.nn.Module) -> int:
@@ -38,7 +40,7 @@ def test_forward_shapes_and_couplings(rng):
 def test_reconstruction_is_masked_by_label_in_training_and_by_longest_capsule_otherwise(rng):
     model = CapsNet(CapsNetConfig.cpu()).eval()
     with torch.no_grad():
-        model.digits.W.mul_(300)  # untrained capsules are ~1e-5 long: make them matter
+        model.class_caps.W.mul_(300)  # untrained capsules are ~1e-5 long: make them matter
     x = torch.rand(4, 1, 28, 28, generator=rng)
     out = model(x)
     predicted = out.lengths.argmax(dim=1)
@@ -87,3 +89,36 @@ def test_bad_config():
         CapsNet({"conv1_channels": 8})
     with pytest.raises(ValueError, match="empty primary-capsule grid"):
         CapsNet(CapsNetConfig(image_size=12))
+
+
+def test_routing_is_a_config_choice_with_a_clear_error():
+    assert CapsNetConfig().routing == "factored"
+    assert CapsNet(CapsNetConfig.cpu()).class_caps.routing == "factored"
+    with pytest.raises(ValueError, match=r"routing must be one of \('readable', 'factored'\), got 'fast'"):
+        CapsNetConfig(routing="fast")
+    with pytest.raises(ValueError, match="routing must be one of"):
+        CapsNetConfig.from_dict({**CapsNetConfig.cpu().to_dict(), "routing": None})
+
+
+def test_a_config_saved_before_the_routing_field_loads_with_the_default():
+    old = {key: value for key, value in CapsNetConfig.cpu().to_dict().items() if key != "routing"}
+    assert CapsNetConfig.from_dict(old) == CapsNetConfig.cpu()
+
+
+@pytest.mark.parametrize("detach_inner", [True, False])
+def test_readable_and_factored_networks_train_alike(rng, detach_inner):
+    """Same weights, either routing: the same loss and the same gradient for every parameter."""
+    small = dict(conv1_channels=8, primary_types=2, primary_dim=4, detach_inner=detach_inner)
+    models = {routing: CapsNet(CapsNetConfig(**small, routing=routing)).double()
+              for routing in ("readable", "factored")}
+    models["factored"].load_state_dict(models["readable"].state_dict())
+    with torch.no_grad():
+        models["readable"].class_caps.W.mul_(100)  # capsules long enough for routing to matter
+        models["factored"].class_caps.W.copy_(models["readable"].class_caps.W)
+    x, y = torch.rand(3, 1, 28, 28, generator=rng, dtype=torch.float64), torch.tensor([1, 2, 3])
+    grads = {}
+    for routing, model in models.items():
+        loss = capsnet_loss(model, x, y)[0]
+        grads[routing] = (loss, *torch.autograd.grad(loss, list(model.parameters())))
+    for readable, factored in zip(grads["readable"], grads["factored"]):
+        torch.testing.assert_close(factored, readable)

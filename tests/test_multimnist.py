@@ -17,6 +17,8 @@ from capsedu.training.objectives import (
 )
 from capsedu.training.prediction import pair_accuracy
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def digits() -> MNISTData:
@@ -172,6 +174,7 @@ def test_two_digit_loss_is_margin_plus_both_masked_reconstructions(digits, small
     assert TwoDigitObjective(recon_weight=0.0)(model, images, targets).value < loss  # its weight counts
 
 
+@pytest.mark.tools  # 3 epochs of two networks on 1,000 pairs: more than a few steps
 def test_a_capsnet_and_a_cnn_learn_pairs_through_fit(digits, small_capsnet):
     test = MultiMNIST(digits, 300, seed=9)
     capsedu.set_seed(0)

@@ -8,6 +8,8 @@ import torch
 from capsedu import dynamic_routing, margin_loss, squash
 from capsedu.nets import numpy_caps as nc
 
+pytestmark = pytest.mark.unit
+
 SHAPES = [(2, 5, 3, 4, 2), (1, 1, 1, 2, 1), (3, 6, 1, 3, 2), (2, 1, 4, 2, 3), (4, 32, 10, 16, 8)]
 
 
@@ -21,9 +23,9 @@ def routed(W, u, r, detach):
 @pytest.mark.parametrize("iterations", [1, 2, 3])
 @pytest.mark.parametrize("detach_inner", [True, False])
 def test_routing_and_prediction_match_torch_values_and_gradients(shape, iterations, detach_inner):
-    B, I, J, D, K = shape
+    B, I, J, D_out, D_in = shape
     rng = np.random.default_rng(sum(shape) + iterations)
-    W, u, g = rng.normal(0, 0.5, (I, J, D, K)), rng.normal(0, 1, (B, I, K)), rng.normal(size=(B, J, D))
+    W, u, g = rng.normal(0, 0.5, (I, J, D_out, D_in)), rng.normal(0, 1, (B, I, D_in)), rng.normal(size=(B, J, D_out))
     v, c, cache, predicted = routed(W, u, iterations, detach_inner)
     dW, du = nc.prediction_vectors_backward(nc.dynamic_routing_backward(g, cache), predicted)
     W_t, u_t = torch.tensor(W, requires_grad=True), torch.tensor(u, requires_grad=True)

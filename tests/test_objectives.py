@@ -17,6 +17,8 @@ from capsedu.training.objectives import (
     objective_from_dict,
 )
 
+pytestmark = pytest.mark.unit
+
 SMALL = capsedu.CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4, digit_dim=8,
                               decoder_hidden=(16, 32))
 

@@ -8,7 +8,9 @@ import sys
 import pytest
 from conftest import REPO
 
-COMMAND_LINES = ["capsedu.zoo.train", "coursetools.execute", "coursetools.handouts",
+pytestmark = pytest.mark.tools
+
+COMMAND_LINES = ["coursetools.train_zoo", "coursetools.execute", "coursetools.handouts",
                  "coursetools.grading", "coursetools.workspace", "coursetools.readme_tables"]
 
 
@@ -52,13 +54,15 @@ def test_the_readme_module_map_lists_every_module_and_nothing_else():
 
 def test_the_folders_the_command_lines_default_to_are_the_repositorys():
     from capsedu.zoo import shipped
-    from coursetools import execute, fingerprint, handouts
+    from coursetools import execute, fingerprint, handouts, train_zoo
 
     assert handouts.LESSONS == execute.NOTEBOOKS == REPO / "notebooks"
     assert sorted(handouts.LESSONS.glob("[0-9][0-9]_*.ipynb")), "no lessons where handouts looks"
     assert fingerprint.PACKAGE == REPO / "capsedu"
     assert shipped.WEIGHTS_DIR == REPO / "capsedu" / "zoo" / "weights" and shipped.WEIGHTS_DIR.is_dir()
     assert shipped.STUDIES_DIR.is_dir()
+    assert train_zoo.WEIGHTS_DIR == REPO / "capsedu" / "zoo" / "weights"  # the source tree's
+    assert train_zoo.TRIES == shipped.STUDIES_DIR / "tries.json" and train_zoo.TRIES.is_file()
 
 
 # The public API before the package's names became lazy (0.2.0), each still importable.
@@ -71,6 +75,7 @@ API_0_2 = ["BaselineCNN", "CNNConfig", "CapsNet", "CapsNetConfig", "CapsNetOutpu
            "reconstruction_loss", "register_network", "save_checkpoint", "set_seed", "squash"]
 
 
+@pytest.mark.unit  # in-process, the package alone (the file's other tests start processes)
 def test_every_public_name_loads_from_its_module_and_unknown_names_are_refused():
     import capsedu
 
@@ -96,7 +101,6 @@ print(json.dumps({"file": capsedu.__file__, "version": capsedu.__version__,
 """
 
 
-@pytest.mark.artefacts
 def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
     """`pip wheel .` gives a wheel that installs into a new virtual environment and works there
     without the repository: its weights, studies and licences travel with it. The new venv borrows

@@ -12,6 +12,8 @@ from capsedu.training import loop
 from capsedu.training.hardware import bfloat16_problem
 from capsedu.training.uncertainty import compare_accuracies, standard_error, with_error
 
+pytestmark = pytest.mark.unit
+
 SMALL = capsedu.CapsNetConfig(conv1_channels=8, primary_types=2, primary_dim=4, digit_dim=8,
                               decoder_hidden=(16, 32))
 
@@ -26,7 +28,7 @@ def test_bfloat16_runs_the_convolutions_in_bfloat16_and_the_routing_in_float32(m
     capsedu.set_seed(0)
     model, seen = capsedu.CapsNet(SMALL), {}
     model.conv1.register_forward_hook(lambda m, i, out: seen.setdefault("conv1", out.dtype) and None)
-    model.digits.register_forward_hook(lambda m, i, out: seen.setdefault("routing", out[0].dtype) and None)
+    model.class_caps.register_forward_hook(lambda m, i, out: seen.setdefault("routing", out[0].dtype) and None)
     history = capsedu.fit(model, _batches(), epochs=1, precision="bfloat16", progress=False)
     assert seen == {"conv1": torch.bfloat16, "routing": torch.float32}
     assert history["precision"] == ["bfloat16"] and math.isfinite(history["train_loss"][0])

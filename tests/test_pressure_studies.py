@@ -1,6 +1,8 @@
-"""Lesson 13's recorded studies re-measured in part: the attack curves and the deep capsule stacks."""
+"""Lesson 13's recorded studies re-measured in part: the attack curves and the deep capsule
+stacks."""
 
 import dataclasses
+import inspect
 
 import pytest
 
@@ -27,25 +29,49 @@ def test_the_attack_study_covers_every_network_and_attack():
             assert all(0 <= a <= 1 for key in attacks for a in row[key])
 
 
-@pytest.mark.parametrize("eps_index", [1, 3])
-def test_the_capsnets_recorded_attack_curve_is_what_its_weights_give(shared_data, eps_index, all_threads):
-    """FGSM, PGD, Auto-PGD and the transfer attack on the CapsNet, re-run on the recorded images:
-    the same accuracy within one image (float sums differ between CPUs)."""
+# attacked_accuracy attacks this many images at a time, each batch with random draws of its own
+# (capsedu.explore.attacks): the first batch of a run is attacked as in the study's run.
+STUDY_BATCH = inspect.signature(attacked_accuracy).parameters["batch_size"].default
+
+
+def half_fits_the_record(hits: int, recorded: float, images: int, half: int) -> bool:
+    r"""Whether ``hits`` right of the first ``half`` of ``images`` fit a record of ``recorded``
+    (a share of all ``images``): the record's hits H count them, so H - (images - half) <= hits
+    <= H, and, the first half read as a sample of the whole, hits lie within four standard
+    errors of H * half / images (the hypergeometric error); one image of float noise either way."""
+    total = round(recorded * images)
+    expected = total * half / images
+    error = (expected * (1 - total / images) * (images - half) / (images - 1)) ** 0.5
+    low, high = max(total - (images - half), expected - 4 * error), min(total, expected + 4 * error)
+    return low - 1 <= hits <= high + 1
+
+
+@pytest.mark.parametrize("eps_index, images", [(1, 500), (3, 250)])
+def test_the_capsnets_recorded_attack_curve_is_what_its_weights_give(shared_data, eps_index, images,
+                                                                      all_threads):
+    """FGSM, PGD, Auto-PGD and the transfer attack on the CapsNet, re-run on the recorded images.
+    At eps 0.1, all 500: the same accuracy within one image (float sums differ between CPUs). At
+    eps 0.3, the first 250 (half the time): attacked exactly as the study attacked its first batch,
+    so the study's count over 500 bounds theirs (half_fits_the_record) - tight where an attack
+    leaves almost nothing right, as at eps 0.3 (PGD 12 images of 500, Auto-PGD 1)."""
     record = study("adversarial")["mnist"]
     row, eps = record["networks"]["capsnet"], record["eps"][eps_index]
+    assert images in (row["images"], STUDY_BATCH) and row["images"] == 2 * STUDY_BATCH == 500
     test = capsedu.load_mnist("test", root=shared_data, download=False, verbose=False)
-    images, labels = test.images[:row["images"]], test.labels[:row["images"]]
+    x, y = test.images[:images], test.labels[:images]
     capsnet, cnn = capsedu.pretrained("capsnet"), capsedu.pretrained("cnn")
-    one_image = 1.5 / row["images"]
-    assert attacked_accuracy(capsnet, images, labels, None) == pytest.approx(row["clean"], abs=one_image)
-    assert attacked_accuracy(capsnet, images, labels, lambda x, y: fgsm(capsnet, x, y, eps)) == pytest.approx(
-        row["fgsm"][eps_index], abs=one_image)
-    assert attacked_accuracy(capsnet, images, labels, pgd(capsnet, eps, steps=PGD_STEPS)) == pytest.approx(
-        row["pgd"][eps_index], abs=one_image)
-    assert attacked_accuracy(capsnet, images, labels, pgd(cnn, eps, steps=PGD_STEPS)) == pytest.approx(
-        row["transfer"][eps_index], abs=one_image)
-    assert attacked_accuracy(capsnet, images, labels, apgd(capsnet, eps, steps=APGD_STEPS)) == pytest.approx(
-        row["apgd"][eps_index], abs=one_image)
+    measured = {"clean": attacked_accuracy(capsnet, x, y, None),
+                "fgsm": attacked_accuracy(capsnet, x, y, lambda a, b: fgsm(capsnet, a, b, eps)),
+                "pgd": attacked_accuracy(capsnet, x, y, pgd(capsnet, eps, steps=PGD_STEPS)),
+                "transfer": attacked_accuracy(capsnet, x, y, pgd(cnn, eps, steps=PGD_STEPS)),
+                "apgd": attacked_accuracy(capsnet, x, y, apgd(capsnet, eps, steps=APGD_STEPS))}
+    for attack, accuracy in measured.items():
+        recorded = row[attack] if attack == "clean" else row[attack][eps_index]
+        if images == row["images"]:
+            assert accuracy == pytest.approx(recorded, abs=1.5 / images), attack
+        else:
+            hits = round(accuracy * images)
+            assert half_fits_the_record(hits, recorded, row["images"], images), (attack, hits, recorded)
 
 
 @pytest.mark.parametrize("init", ["default", "calibrated"])

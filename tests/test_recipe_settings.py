@@ -1,10 +1,12 @@
 """Changing a recipe from the command line: ``--set field=value`` (capsedu.zoo.recipes.with_changes),
-used by ``python -m capsedu.zoo.train`` and ``python -m benchmarks.recipe_search``."""
+used by ``python -m coursetools.train_zoo`` and ``python -m benchmarks.recipe_search``."""
 
 import pytest
 
-from capsedu.zoo import train
 from capsedu.zoo.recipes import RECIPES, with_changes
+from coursetools import train_zoo
+
+pytestmark = pytest.mark.unit
 
 
 def test_fields_and_config_fields_are_set_from_json_values():
@@ -42,8 +44,26 @@ def test_the_training_command_trains_the_changed_recipe(monkeypatch, tmp_path):
         trained[name] = recipe
         return {"name": name}
 
-    monkeypatch.setattr(train, "train_shipped", fake_train_shipped)
-    train.main(["capsnet", "--set", "batch_size=128", "--set", "config.primary_types=32",
+    monkeypatch.setattr(train_zoo, "train_shipped", fake_train_shipped)
+    train_zoo.main(["capsnet", "--set", "batch_size=128", "--set", "config.primary_types=32",
                 "--epochs", "2", "--out-dir", str(tmp_path)])
     assert trained["capsnet"].batch_size == 128 and trained["capsnet"].epochs == 2
     assert trained["capsnet"].config["primary_types"] == 32
+
+
+@pytest.mark.parametrize("installed", ["site-packages", "dist-packages"])
+def test_the_training_command_refuses_to_write_into_an_installed_package(monkeypatch, tmp_path,
+                                                                          installed):
+    inside = tmp_path / "lib" / "python3" / installed / "capsedu" / "zoo" / "weights"
+    message = f"out_dir must be a folder outside installed packages.*{installed}"
+    with pytest.raises(ValueError, match=message):  # before loading any data
+        train_zoo.train_shipped("capsnet", RECIPES["capsnet"], inside,
+                                data_root=tmp_path / "no-data")
+
+    def fail(*args, **options):
+        raise AssertionError("trained before refusing the out-dir")
+
+    monkeypatch.setattr(train_zoo, "train_shipped", fail)
+    with pytest.raises(ValueError, match=message):  # before the first network of the list
+        train_zoo.main(["capsnet", "--out-dir", str(inside)])
+    assert train_zoo.writable_out_dir(tmp_path / "weights") == (tmp_path / "weights").resolve()

@@ -14,6 +14,8 @@ from capsedu.explore.equivariance import (
 )
 from capsedu.nets.cnn import BaselineCNN, CNNConfig
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def cnn():

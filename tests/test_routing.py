@@ -4,6 +4,8 @@ from torch.autograd.gradcheck import GradcheckError
 
 from capsedu import dynamic_routing, squash
 
+pytestmark = pytest.mark.unit
+
 
 def routing_by_loops(u_hat: torch.Tensor, routing_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Procedure 1 written with explicit loops over batch, i and j (slow, obviously right)."""
@@ -101,7 +103,6 @@ def test_detach_semantics(rng):
     ("tensor", 3, TypeError, "u_hat must be a torch.Tensor"),
     (torch.zeros(2, 3, 4, 5, dtype=torch.int64), 3, TypeError, "floating-point"),
     (torch.zeros(0, 3, 4, 5), 3, ValueError, "empty batch"),
-    (torch.full((1, 2, 2, 2), float("nan")), 3, ValueError, "NaN"),
     (torch.zeros(1, 2, 2, 2), 0, ValueError, "routing_iterations must be >= 1"),
     (torch.zeros(1, 2, 2, 2), 2.0, TypeError, "routing_iterations must be an int"),
 ])

@@ -14,7 +14,9 @@ from capsedu.data.mnist import DataFileError
 from capsedu.nets import registry
 from capsedu.training.checkpoint import CheckpointError
 from capsedu.zoo.recipes import Recipe
-from capsedu.zoo.train import train_shipped
+from coursetools.train_zoo import train_shipped
+
+pytestmark = pytest.mark.unit
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ import torch
 from capsedu.data.mnist import DataFileError
 from capsedu.data.splits import SOURCES, load_split, offline_positions
 
+pytestmark = pytest.mark.unit
+
 
 def pixel_rows(images: torch.Tensor) -> set[bytes]:
     return {row.tobytes() for row in (images * 255).round().to(torch.uint8).flatten(1).numpy()}

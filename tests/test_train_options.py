@@ -5,6 +5,8 @@ import torch
 
 from capsedu import CapsNet, CapsNetConfig, fit, set_seed
 
+pytestmark = pytest.mark.unit
+
 TINY = CapsNetConfig(conv1_channels=4, primary_types=2, primary_dim=4, digit_dim=4,
                      decoder_hidden=(8,))
 
@@ -19,7 +21,7 @@ def test_onecycle_rises_then_anneals_every_batch():
     set_seed(0)
     model = CapsNet(TINY)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    history = fit(model, batches(), epochs=4, lr=1e-3, lr_schedule="onecycle", optimizer=optimizer,
+    history = fit(model, batches(), epochs=4, lr_schedule="onecycle", optimizer=optimizer,
                   progress=False)
     lrs = history["lr"]  # learning rate at the start of each epoch
     assert lrs[0] < lrs[1] and lrs[1] > lrs[3] and max(lrs) <= 1e-3

@@ -14,6 +14,8 @@ from capsedu import (
     set_seed,
 )
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def offline(tmp_path_factory):
@@ -23,6 +25,7 @@ def offline(tmp_path_factory):
     return train, test
 
 
+@pytest.mark.tools  # 3 epochs of a CapsNet on 600 images: more than a few steps
 def test_cpu_profile_learns_far_better_than_chance(offline, tmp_path):
     train, test = offline
     generator = set_seed(0)
@@ -86,5 +89,5 @@ def test_fit_stops_with_a_clear_error_when_the_loss_is_not_finite(offline):
     with torch.no_grad():
         model.decoder[0].weight.fill_(float("nan"))
     loader = DataLoader(train.subset(8), batch_size=4)
-    with pytest.raises(FloatingPointError, match="the loss became nan after 0 images"):
+    with pytest.raises(FloatingPointError, match=r"the loss became nan at batch 0 .*after 0 images"):
         fit(model, loader, epochs=1, progress=False)

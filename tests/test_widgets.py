@@ -9,6 +9,8 @@ from capsedu.explore import probes
 from capsedu.explore.figures import COUPLING_TOP, coupling_norm, perturbation_grid
 from capsedu.explore.widgets import perturbation_explorer, routing_explorer, share_axis_top
 
+pytestmark = pytest.mark.unit
+
 pytest.importorskip("ipywidgets")
 
 

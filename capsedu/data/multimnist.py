@@ -18,9 +18,12 @@ is also rotated and scaled by its own random amount before it is placed.
 The pairs are stored as indices and shifts; images are built when a batch is asked for.
 
 Shape legend:
-    N      digits in the source split;  P  pairs
+    N      pairs: the items of a MultiMNIST set
     B      batch size
-    C      channels (1);  S  canvas side (36);  J  classes (10)
+    C      channels (1)
+    H, W   height and width of a source digit (28)
+    S      canvas side (36)
+    J      classes (10)
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import torch
 from torch.utils.data import Dataset
 
 from capsedu._validate import require_int
-from capsedu.data.augment import check_limit, warp
+from capsedu.data.augment import require_limit, warp
 from capsedu.data.mnist import MNISTData, translate
 
 MERGES = ("clip", "max")
@@ -67,7 +70,7 @@ def merge_digits(first: torch.Tensor, second: torch.Tensor, merge: str = "clip")
     raise ValueError(f"merge must be one of {MERGES}, got {merge!r}")
 
 
-def _check_options(digits: MNISTData, max_shift: int, canvas: int, merge: str,
+def _require_options(digits: MNISTData, max_shift: int, canvas: int, merge: str,
                    max_angle: float = 0.0, max_scale: float = 0.0) -> None:
     if not isinstance(digits, MNISTData):
         raise TypeError(f"digits must be a capsedu.MNISTData split, got {type(digits).__name__}")
@@ -77,23 +80,23 @@ def _check_options(digits: MNISTData, max_shift: int, canvas: int, merge: str,
     require_int("max_shift", max_shift, minimum=0, maximum=room)
     if merge not in MERGES:
         raise ValueError(f"merge must be one of {MERGES}, got {merge!r}")
-    check_limit("max_angle", max_angle), check_limit("max_scale", max_scale)
+    require_limit("max_angle", max_angle), require_limit("max_scale", max_scale)
     if digits.labels.unique().numel() < 2:
         raise ValueError("digits must hold at least two classes: a pair needs two different ones")
 
 
 def draw_pairs(labels: torch.Tensor, num_pairs: int, max_shift: int,
                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Random pairs of indices of different classes (P, 2), and their shifts (P, 2, 2) as (dx, dy)."""
+    r"""Random pairs of indices of different classes (N, 2), and their shifts (N, 2, 2) as (dx, dy)."""
     count = len(labels)
-    first = torch.randint(count, (num_pairs,), generator=generator)  # (P,)
-    second = torch.randint(count, (num_pairs,), generator=generator)  # (P,)
+    first = torch.randint(count, (num_pairs,), generator=generator)  # (N,)
+    second = torch.randint(count, (num_pairs,), generator=generator)  # (N,)
     same = labels[first] == labels[second]
     while same.any():  # draw again where the classes agree (about 1 in 10 each round)
         second[same] = torch.randint(count, (int(same.sum()),), generator=generator)
         same = labels[first] == labels[second]
     shifts = torch.randint(-max_shift, max_shift + 1, (num_pairs, 2, 2), generator=generator)
-    return torch.stack([first, second], dim=1), shifts  # (P, 2), (P, 2, 2)
+    return torch.stack([first, second], dim=1), shifts  # (N, 2), (N, 2, 2)
 
 
 class MultiMNIST(Dataset):
@@ -114,12 +117,12 @@ class MultiMNIST(Dataset):
     def __init__(self, digits: MNISTData, num_pairs: int, *, seed: int = 0, max_shift: int = 4,
                  canvas: int = 36, merge: str = "clip", max_angle: float = 0.0,
                  max_scale: float = 0.0) -> None:
-        _check_options(digits, max_shift, canvas, merge, max_angle, max_scale)
+        _require_options(digits, max_shift, canvas, merge, max_angle, max_scale)
         require_int("num_pairs", num_pairs, minimum=1)
         self.digits, self.canvas, self.merge, self.max_shift = digits, canvas, merge, max_shift
         generator = torch.Generator().manual_seed(seed)
         self.pairs, self.shifts = draw_pairs(digits.labels, num_pairs, max_shift, generator)
-        self.angles = self.scales = None  # (P, 2) each, degrees and factors, when warped
+        self.angles = self.scales = None  # (N, 2) each, degrees and factors, when warped
         if max_angle or max_scale:
             self.angles = (torch.rand(num_pairs, 2, generator=generator) * 2 - 1) * max_angle
             self.scales = 1 + (torch.rand(num_pairs, 2, generator=generator) * 2 - 1) * max_scale
@@ -163,7 +166,7 @@ class FreshPairs:
     def __init__(self, digits: MNISTData, pairs_per_epoch: int, batch_size: int, *, seed: int = 0,
                  max_shift: int = 4, canvas: int = 36, merge: str = "clip", max_angle: float = 0.0,
                  max_scale: float = 0.0) -> None:
-        _check_options(digits, max_shift, canvas, merge, max_angle, max_scale)
+        _require_options(digits, max_shift, canvas, merge, max_angle, max_scale)
         require_int("pairs_per_epoch", pairs_per_epoch, minimum=1)
         require_int("batch_size", batch_size, minimum=1)
         self.digits, self.pairs_per_epoch, self.batch_size = digits, pairs_per_epoch, batch_size

@@ -34,7 +34,7 @@ import math
 
 import torch
 
-from capsedu.data.augment import affine, check_limit
+from capsedu.data.augment import affine, require_limit
 from capsedu.data.mnist import MNISTData, random_shift, translate
 
 CANVAS = 40
@@ -74,8 +74,8 @@ def transform_images(images: torch.Tensor, *, angle: float = 0.0, scale: float =
 
     With ``return_ink_kept`` also the share of each transformed digit's ink inside the crop (N,).
     """
-    angle, scale, shear = check_limit("angle", angle), check_limit("scale", scale), check_limit("shear", shear)
-    dx, dy = check_limit("shift", shift[0]), check_limit("shift", shift[1])
+    angle, scale, shear = require_limit("angle", angle), require_limit("scale", scale), require_limit("shear", shear)
+    dx, dy = require_limit("shift", shift[0]), require_limit("shift", shift[1])
     canvas = _canvas(images)  # (N, C, 40, 40)
     n, exact = len(canvas), torch.float64  # the amounts exactly as given (0.8 is not a float32)
     moved = _affine(canvas, torch.full((n,), angle, dtype=exact), torch.full((n,), scale, dtype=exact),
@@ -101,7 +101,7 @@ def affnist_like(data: MNISTData, *, seed: int = 0, max_shift: int = 2) -> MNIST
     rotation U(-20°, 20°), shear U(-0.2, 0.2), scale U(0.8, 1.2), shift of up to ``max_shift`` px."""
     if not isinstance(data, MNISTData):
         raise TypeError(f"data must be an MNISTData (capsedu.load_mnist), got {type(data).__name__}")
-    check_limit("shift", max_shift)
+    require_limit("shift", max_shift)
     canvas = _canvas(data.images)  # (N, C, 40, 40)
     generator = torch.Generator().manual_seed(seed)
     n = len(data)
@@ -163,7 +163,7 @@ def affnist_like_40(data: MNISTData, *, seed: int = 0, parts: tuple[str, ...] = 
     only those transformations, with the same draws; ``()`` leaves each digit centred."""
     _require_data(data)
     if max_move is not None:
-        check_limit("shift", max_move)
+        require_limit("shift", max_move)
     unknown = set(parts) - set(PARTS)
     if not isinstance(parts, tuple) or unknown:
         raise ValueError(f"parts must be a tuple of names from {PARTS}, got {parts!r}")

@@ -13,7 +13,9 @@ r"""Lesson 11's figures and explorer: EM routing as clustering, iteration by ite
 * :class:`EMExplorer` (:func:`em_explorer`) - an iteration slider over such a figure.
 
 Shape legend:
-    I, J   input (child) and output (parent) capsules;  H  pose entries (2 in the toy, 16)
+    I      input (child) capsules
+    J      output (parent) capsules
+    M      pose entries (2 in the toy, 16 in a network)
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Ellipse
 
+from capsedu._validate import require_unit_interval
 from capsedu.explore.frames import FrameExplorer, sweep
 from capsedu.explore.render import PngView
-from capsedu.nets.em_routing import e_step, em_routing, m_step, temperatures
+from capsedu.nets.em_routing import e_step, em_routing, inverse_temperatures, m_step
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
 from capsedu.training.modes import eval_mode
 
@@ -37,8 +40,8 @@ class EMStep(NamedTuple):
     r"""One iteration of EM routing for one image."""
 
     R: torch.Tensor  # (I, J) the assignments this iteration's M-step used
-    mu: torch.Tensor  # (J, H)
-    sigma_sq: torch.Tensor  # (J, H)
+    mu: torch.Tensor  # (J, M)
+    sigma_sq: torch.Tensor  # (J, M)
     a: torch.Tensor  # (J,) output activations
 
 
@@ -46,16 +49,18 @@ class EMStep(NamedTuple):
 def em_trace(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
              beta_a: torch.Tensor, routing_iterations: int,
              inverse_temperature: float | Sequence[float], eps: float = 1e-8) -> list[EMStep]:
-    r"""The states of ``routing_iterations`` EM iterations on one image's ``votes`` (I, J, H) and
+    r"""The states of ``routing_iterations`` EM iterations on one image's ``votes`` (I, J, M) and
     ``activations`` (I,); the last one is what :func:`em_routing` returns."""
     em_routing(votes[None], activations[None], beta_u, beta_a, routing_iterations,
-               inverse_temperature, eps)  # validates every argument
-    lambdas = temperatures(inverse_temperature, routing_iterations)
-    V = votes.transpose(0, 1)[None]  # (1, J, I, H): the routing's inner layout
-    R = V.new_full(V.shape[:3], 1.0 / V.shape[1])  # (1, J, I)
+               inverse_temperature, eps)  # validates every argument's type and shape
+    require_unit_interval("activations", activations)  # and, at this entry, the values
+    schedule = inverse_temperatures(inverse_temperature, routing_iterations)
+    votes_inner = votes.transpose(0, 1)[None]  # (1, J, I, M): the routing's inner layout
+    R = votes_inner.new_full(votes_inner.shape[:3], 1.0 / votes_inner.shape[1])  # (1, J, I)
     steps = []
-    for t, lam in enumerate(lambdas):
-        mu, sigma_sq, logit, deviation_sq = m_step(R, activations[None], V, beta_u, beta_a, lam, eps)
+    for t, inverse_temperature_t in enumerate(schedule):
+        mu, sigma_sq, logit, deviation_sq = m_step(R, activations[None], votes_inner, beta_u, beta_a,
+                                                   inverse_temperature_t, eps)
         steps.append(EMStep(R[0].T, mu[0], sigma_sq[0], torch.sigmoid(logit[0])))
         if t < routing_iterations - 1:
             R = e_step(deviation_sq, sigma_sq, logit)  # (1, J, I)
@@ -98,17 +103,17 @@ def class_layer_trace(model: MatrixCapsNet, image: torch.Tensor,
     :meth:`~capsedu.nets.matrix_capsnet.RoutedCaps.routing_betas` (the offsets in the units
     routing uses) and the layer's λ."""
     votes, activations = digit_votes(model, image)
-    beta_u, beta_a = (beta.detach() for beta in model.classes.routing_betas())
+    beta_u, beta_a = (beta.detach() for beta in model.class_caps.routing_betas())
     return votes, activations, em_trace(votes, activations, beta_u, beta_a, routing_iterations,
-                                        model.classes.lambdas[0])
+                                        model.class_caps.inverse_temperatures[0])
 
 
 def _projection(votes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Centre (H,) and the top-two principal axes (2, H) of one parent's votes (I, H)."""
+    r"""Centre (M,) and the top-two principal axes (2, M) of one parent's votes (I, M)."""
     centre = votes.mean(dim=0)
     if votes.shape[1] == 2:
         return torch.zeros(2, dtype=votes.dtype), torch.eye(2, dtype=votes.dtype)
-    _, _, axes = torch.linalg.svd(votes - centre, full_matrices=False)  # (H, H) rows = axes
+    _, _, axes = torch.linalg.svd(votes - centre, full_matrices=False)  # (M, M) rows = axes
     return centre, axes[:2]
 
 
@@ -188,6 +193,6 @@ class EMExplorer(PngView):
 
 def em_explorer(steps: list[EMStep], votes: torch.Tensor, parents: Sequence[int] | None = None,
                 names: Sequence[str] | None = None, iteration: int = 1) -> EMExplorer:
-    r"""Slide through the iterations of :func:`em_trace` ``steps`` over ``votes`` (I, J, H)."""
+    r"""Slide through the iterations of :func:`em_trace` ``steps`` over ``votes`` (I, J, M)."""
     parents = list(range(votes.shape[1])) if parents is None else list(parents)
     return EMExplorer(steps, votes, parents, names or [f"parent {j}" for j in parents], iteration)

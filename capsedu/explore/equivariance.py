@@ -20,9 +20,9 @@ from typing import NamedTuple
 import torch
 
 from capsedu.data.transforms import transform_images
-from capsedu.explore.probes import check_image
-from capsedu.nets.capsnet import CapsNet, check_capsnet
-from capsedu.nets.cnn import BaselineCNN, check_cnn
+from capsedu.explore.probes import require_image
+from capsedu.nets.capsnet import CapsNet, require_capsnet
+from capsedu.nets.cnn import BaselineCNN, require_cnn
 from capsedu.training.modes import eval_mode
 
 
@@ -43,7 +43,7 @@ def _steps(image: torch.Tensor, angles: list[float] | None,
         raise ValueError("pass exactly one of angles (a list of degrees) or shifts (a list of (dx, dy))")
     if not (angles or shifts):
         raise ValueError("angles or shifts is empty: expected at least one step")
-    x = check_image(image)  # (1, 1, H, W)
+    x = require_image(image)  # (1, 1, H, W)
     if angles is not None:
         return torch.cat([transform_images(x, angle=float(a)) for a in angles])
     return torch.cat([transform_images(x, shift=(float(dx), float(dy))) for dx, dy in shifts])
@@ -55,7 +55,7 @@ def capsule_trajectory(model: CapsNet, image: torch.Tensor, label: int, *,
                        shifts: list[tuple[float, float]] | None = None) -> CapsuleTrajectory:
     r"""The capsule of ``label``, all lengths and its reconstruction for each transformed copy."""
     images = _steps(image, angles, shifts)  # (A, 1, H, W)
-    with eval_mode(check_capsnet(model)):
+    with eval_mode(require_capsnet(model)):
         out = model(images)
         labels = torch.full((len(images),), label, dtype=torch.long)
         recon = model.decode(out.capsules, labels)[:, 0]  # (A, H, W)
@@ -68,7 +68,7 @@ def feature_trajectory(model: BaselineCNN, image: torch.Tensor, *,
                        shifts: list[tuple[float, float]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The CNN's penultimate features (A, F) and class probabilities (A, J) for each step."""
     images = _steps(image, angles, shifts)
-    with eval_mode(check_cnn(model, "model")):
+    with eval_mode(require_cnn(model, "model")):
         return model.features(images), model.probabilities(images)
 
 

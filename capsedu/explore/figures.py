@@ -32,7 +32,7 @@ from capsedu.explore.probes import (
     perturbation_sweep,
     routing_trace,
 )
-from capsedu.nets.capsnet import CapsNet, check_capsnet
+from capsedu.nets.capsnet import CapsNet, require_capsnet
 from capsedu.training.modes import eval_mode
 
 TRUE_COLOUR, PREDICTED_COLOUR, OTHER_COLOUR = "tab:red", "tab:orange", "0.65"
@@ -82,7 +82,7 @@ def reconstruction_grid(model: CapsNet, images: torch.Tensor, labels: torch.Tens
                         columns: int = 10) -> Figure:
     r"""Inputs (N, 1, H, W) with "true -> predicted" above (red when wrong) and, below each row of
     inputs, the test-time reconstructions (decoder masked by the longest capsule)."""
-    with eval_mode(check_capsnet(model)):
+    with eval_mode(require_capsnet(model)):
         out = model(images)  # masked by the longest capsule
     predictions = out.lengths.argmax(dim=1)  # (N,)
     rows = -(-len(images) // columns)

@@ -15,9 +15,8 @@ Identical frames share one ``Image`` (e.g. the zero offset of every dimension).
 * :func:`compress_png` - a frame re-encoded with a palette of ``colours`` colours (a few KB).
 * :func:`sweep` - frames of a live explorer, one per value of one or two of its controls.
 
-Shape legend:
-    O      outer positions (rows of the grid; 1 for a single control)
-    K      inner positions (frames per row)
+Shape legend: none (the frames are ``rows`` lists - one per outer position, 1 for a single
+control - of ``per_row`` frames, one per inner position).
 """
 
 from __future__ import annotations
@@ -73,7 +72,8 @@ class Control:
 class FrameExplorer:
     r"""Pictures ``frames[o][k]`` chosen by ``outer`` (position o) and ``inner`` (position k).
 
-    ``frames`` is a list of O rows of K PNG frames each; ``outer`` may be None when O == 1.
+    ``frames`` is a list of ``rows`` lists of ``per_row`` PNG frames each; ``outer`` may be None
+    when there is one row.
     ``note`` is shown under the sliders (say what the frames cover). Display the object (last line
     of a cell) to get the widget; ``widget`` is the ``VBox``, ``sliders`` its controls."""
 
@@ -88,7 +88,7 @@ class FrameExplorer:
         shared: dict[bytes, Any] = {}  # identical frames share one Image model
         layout = widgets.Layout()  # and all frames one Layout model (each is saved with the page)
         images = [[shared.setdefault(png, widgets.Image(value=png, format="png", layout=layout))
-                   for png in row] for row in frames]  # O x K
+                   for png in row] for row in frames]  # rows x per_row
         self.frame_count, self.unique_frames = rows * len(inner.labels), len(shared)
         self.page_bytes = sum(len(png) for png in shared)
         self.inner_stacks = [widgets.Stack(row, selected_index=inner.start) for row in images]

@@ -15,8 +15,13 @@ The votes :math:`\hat{\mathbf u}` feed every :math:`\mathbf s^{(t)}` and every a
 follows with ``detach_inner=True`` (only the last iteration's sum, its couplings held fixed)
 are drawn in red; the extra ones ``detach_inner=False`` follows are drawn dashed in blue.
 
-Shape legend: the boxes name their shapes; B batch, I input capsules, J output capsules, D their
-dimension.
+The boxes name their shapes.
+
+Shape legend:
+    B      batch size
+    I      input capsules
+    J      output capsules
+    D      their capsule dimension
 """
 
 from __future__ import annotations

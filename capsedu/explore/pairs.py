@@ -11,7 +11,9 @@ r"""Lesson 09's figures and explorer: two overlapping digits, pulled apart by th
   reconstruct; the capsule lengths and both reconstructions follow.
 
 Shape legend:
-    B      images;  J classes (10);  D digit-capsule dimension (16)
+    B      batch size (images)
+    J      classes (10)
+    D      digit-capsule dimension (16)
     S      canvas side (36)
 """
 
@@ -24,7 +26,7 @@ from matplotlib.figure import Figure
 from capsedu.data.multimnist import MultiMNIST
 from capsedu.explore.frames import FrameExplorer, sweep
 from capsedu.explore.render import PngView
-from capsedu.nets.capsnet import CapsNet, check_capsnet
+from capsedu.nets.capsnet import CapsNet, require_capsnet
 from capsedu.nets.multi_digit import pair_hits
 from capsedu.training.modes import eval_mode
 from capsedu.training.uncertainty import with_error
@@ -36,9 +38,9 @@ FIRST_RGB, SECOND_RGB = np.array([1.0, 0.35, 0.1]), np.array([0.1, 0.65, 1.0])  
 def reconstruct(model: CapsNet, images: torch.Tensor, classes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Capsule lengths (B, J) of ``images`` (B, 1, S, S) and their reconstructions (B, S, S) from
     the capsule of ``classes`` (B,) alone, in eval mode (the mode is restored)."""
-    check_capsnet(model)
+    require_capsnet(model)
     with eval_mode(model):
-        v, _ = model.digits(model.encode(images))  # (B, J, D)
+        v, _ = model.class_caps(model.encode(images))  # (B, J, D)
         return v.norm(dim=-1), model.decode(v, classes)[:, 0]  # (B, J), (B, S, S)
 
 
@@ -164,7 +166,7 @@ class PairExplorer(PngView):
     def __init__(self, model: CapsNet, pairs: MultiMNIST, index: int = 0) -> None:
         import ipywidgets as widgets
 
-        self.model = check_capsnet(model)
+        self.model = require_capsnet(model)
         if not isinstance(pairs, MultiMNIST):
             raise TypeError(f"pairs must be a capsedu MultiMNIST set, got {type(pairs).__name__}")
         super().__init__(PairFigure(pairs.canvas))
@@ -187,7 +189,7 @@ class PairExplorer(PngView):
         r"""Encode the chosen pair once, then redraw."""
         self.image, self.targets = self.pairs.batch(torch.tensor([self.index.value]))
         with torch.no_grad(), eval_mode(self.model):
-            self.capsules = self.model.digits(self.model.encode(self.image))[0]  # (1, J, D)
+            self.capsules = self.model.class_caps(self.model.encode(self.image))[0]  # (1, J, D)
         self._hold = True
         try:
             self.first.value, self.second.value = self.targets.labels[0].tolist()

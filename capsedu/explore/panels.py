@@ -7,7 +7,8 @@ image. After :meth:`RoutingFigure.show_image` the renderer must redraw that back
 
 Shape legend:
     I      primary capsules = T * G * G (T types on a G x G grid)
-    J      digit capsules, one per class;  R routing iterations shown
+    J      digit capsules, one per class
+    r      routing iterations shown
     H, W   image height and width (28)
 """
 
@@ -169,7 +170,7 @@ class RoutingFigure:
         self.ax_shares.set_ylim(0, share_top)
 
     def update(self, trace: RoutingTrace, u: torch.Tensor, true_label: int) -> None:
-        r"""Redraw for the routing ``trace`` (R iterations) of an image with primary capsules ``u``."""
+        r"""Redraw for the routing ``trace`` (r iterations) of an image with primary capsules ``u``."""
         iterations, prediction = trace.lengths.shape[0], trace.prediction
         verdict = "correct" if prediction == true_label else "WRONG"
         self.title_img.set_text(f"label {true_label}, predicted {prediction} ({verdict})\n"

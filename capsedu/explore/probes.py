@@ -9,10 +9,12 @@ shares per class, maps on the primary grid). No plotting and no widgets here.
 Shape legend:
     B      batch size (perturbations decoded together)
     I      primary capsules = T * G * G
-    T      primary capsule types, G the side of their grid (6 for 28-pixel images)
+    T      primary capsule types
+    G      side of their grid (6 for 28-pixel images)
     J      digit capsules, one per class
-    D_in   primary capsule dimension (8), D_out digit capsule dimension (16)
-    R      routing iterations
+    D_in   primary capsule dimension (8)
+    D_out  digit capsule dimension (16)
+    r      routing iterations
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import NamedTuple
 import torch
 
 from capsedu._validate import require_finite, require_int, require_tensor
-from capsedu.nets.capsnet import CapsNet, check_capsnet
+from capsedu.nets.capsnet import CapsNet, require_capsnet
 from capsedu.nets.routing import dynamic_routing
+from capsedu.training.hardware import model_device
 from capsedu.training.modes import eval_mode
 
 PERTURBATION_VALUES: tuple[float, ...] = tuple(round(-0.25 + 0.05 * k, 2) for k in range(11))
@@ -40,15 +43,15 @@ class Encoded(NamedTuple):
 
 
 class RoutingTrace(NamedTuple):
-    r"""Routing of one image for r = 1..R iterations."""
+    r"""Routing of one image with 1, 2, ..., r iterations."""
 
-    lengths: torch.Tensor  # (R, J) capsule lengths after each number of iterations
-    shares: torch.Tensor  # (R, J) share of the (length-weighted) votes each class receives
-    couplings: torch.Tensor  # (I, J) coupling coefficients c used in the last (R-th) iteration
-    prediction: int  # longest capsule after R iterations
+    lengths: torch.Tensor  # (r, J) capsule lengths after each number of iterations
+    shares: torch.Tensor  # (r, J) share of the (length-weighted) votes each class receives
+    couplings: torch.Tensor  # (I, J) coupling coefficients c used in the last (r-th) iteration
+    prediction: int  # longest capsule after r iterations
 
 
-def check_image(image: object) -> torch.Tensor:
+def require_image(image: object) -> torch.Tensor:
     r"""Accept one image (1, H, W) or (H, W), or a batch of one (1, 1, H, W); return (1, 1, H, W)."""
     require_tensor("image", image, shape="(1, H, W)", floating=True)
     if image.dim() == 2:
@@ -67,11 +70,11 @@ def encode_image(model: CapsNet, image: torch.Tensor) -> Encoded:
 
     Computed in eval mode; the model's mode is left as it was.
     """
-    x = check_image(image).to(next(check_capsnet(model).parameters()).device)
+    x = require_image(image).to(model_device(require_capsnet(model)))
     with eval_mode(model):
         u = model.encode(x)  # (1, I, D_in)
-        u_hat = model.digits.prediction_vectors(u)  # (1, I, J, D_out)
-    v, _ = dynamic_routing(u_hat, model.digits.routing_iterations)  # (1, J, D_out)
+        u_hat = model.class_caps.prediction_vectors(u)  # (1, I, J, D_out)
+    v, _ = dynamic_routing(u_hat, model.class_caps.routing_iterations)  # (1, J, D_out)
     lengths = v[0].norm(dim=-1)  # (J,)
     return Encoded(u[0], u_hat[0], v[0], lengths, int(lengths.argmax()))
 
@@ -102,7 +105,7 @@ def perturbed_reconstructions(model: CapsNet, capsules: torch.Tensor, label: int
     """
     batch = perturb(capsules, label, offsets)  # (B, J, D_out)
     labels = torch.full((batch.shape[0],), label, dtype=torch.long, device=batch.device)
-    with eval_mode(check_capsnet(model)):
+    with eval_mode(require_capsnet(model)):
         images = model.decode(batch, labels)  # (B, C, H, W)
     return images, batch.norm(dim=-1)  # (B, C, H, W), (B, J)
 
@@ -177,9 +180,9 @@ def routing_trace(u_hat: torch.Tensor, routing_iterations: int, u: torch.Tensor 
         if r not in cache:
             cache[r] = route(u_hat, r)
     weights = torch.ones(u_hat.shape[0], 1) if u is None else u
-    lengths = torch.stack([cache[r][0] for r in range(1, routing_iterations + 1)])  # (R, J)
+    lengths = torch.stack([cache[r][0] for r in range(1, routing_iterations + 1)])  # (r, J)
     shares = torch.stack([vote_shares(cache[r][1], weights.to(u_hat))
-                          for r in range(1, routing_iterations + 1)])  # (R, J)
+                          for r in range(1, routing_iterations + 1)])  # (r, J)
     return RoutingTrace(lengths, shares, cache[routing_iterations][1], int(lengths[-1].argmax()))
 
 

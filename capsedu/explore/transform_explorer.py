@@ -27,8 +27,8 @@ from capsedu.data.transforms import transform_images
 from capsedu.explore.figures import TRUE_COLOUR
 from capsedu.explore.frames import FrameExplorer, sweep
 from capsedu.explore.widgets import _Explorer
-from capsedu.nets.capsnet import CapsNet, check_capsnet
-from capsedu.nets.cnn import BaselineCNN, check_cnn
+from capsedu.nets.capsnet import CapsNet, require_capsnet
+from capsedu.nets.cnn import BaselineCNN, require_cnn
 from capsedu.training.modes import eval_mode
 
 CAPSNET_COLOUR, CNN_COLOUR = "C0", "C1"  # matplotlib's first two colours, as in plots
@@ -103,8 +103,8 @@ class TransformExplorer(_Explorer):
     def __init__(self, capsnet: CapsNet, cnn: BaselineCNN, dataset: Any, index: int = 0) -> None:
         import ipywidgets as widgets
 
-        self.cnn = check_cnn(cnn)
-        cfg = check_capsnet(capsnet, "capsnet").config
+        self.cnn = require_cnn(cnn)
+        cfg = require_capsnet(capsnet, "capsnet").config
         super().__init__(capsnet, dataset, index, TransformFigure(cfg.num_classes, cfg.image_size))
         low, high = LIMITS["angle"]
         self.angle = widgets.IntSlider(value=0, min=int(low), max=int(high), step=5,
@@ -165,7 +165,7 @@ def transform_strip(capsnet: CapsNet, cnn: BaselineCNN, image: torch.Tensor, lab
                     angles: list[float]) -> Figure:
     r"""One digit rotated by each of ``angles``: the digit with both predictions, the CapsNet's
     reconstruction, and the true class's capsule length and CNN probability against the angle."""
-    check_capsnet(capsnet, "capsnet"), check_cnn(cnn)
+    require_capsnet(capsnet, "capsnet"), require_cnn(cnn)
     images = torch.cat([transform_images(image.reshape(1, 1, *image.shape[-2:]), angle=float(a))
                         for a in angles])  # (A, 1, H, W)
     lengths, probabilities, recon = both_networks(capsnet, cnn, images)  # (A, J), (A, J), (A, H, W)

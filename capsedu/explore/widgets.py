@@ -16,7 +16,9 @@ them without a browser; ``snapshot()`` returns what the widget shows, for static
 
 Shape legend:
     N      images in the dataset
-    I      primary capsules, J digit capsules, D_out digit capsule dimension (16)
+    I      primary capsules
+    J      digit capsules
+    D_out  digit capsule dimension (16)
 """
 
 from __future__ import annotations
@@ -32,18 +34,18 @@ from capsedu.explore.panels import PerturbationFigure, RoutingFigure
 from capsedu.explore.probes import (
     Encoded,
     RoutingTrace,
-    check_image,
     encode_image,
     perturbed_reconstructions,
+    require_image,
     routing_trace,
 )
 from capsedu.explore.render import PngView
-from capsedu.nets.capsnet import CapsNet, check_capsnet
+from capsedu.nets.capsnet import CapsNet, require_capsnet
 
 __all__ = ["PerturbationExplorer", "RoutingExplorer", "perturbation_explorer", "routing_explorer"]
 
 
-def check_dataset(dataset: object) -> Any:
+def require_dataset(dataset: object) -> Any:
     r"""Require ``.images`` (N, 1, H, W) and ``.labels`` (N,) tensors with N >= 1."""
     images, labels = getattr(dataset, "images", None), getattr(dataset, "labels", None)
     if not isinstance(images, torch.Tensor) or not isinstance(labels, torch.Tensor):
@@ -62,13 +64,13 @@ class _Explorer(PngView):
         import ipywidgets as widgets
 
         super().__init__(panel)
-        self.model, self.dataset = check_capsnet(model), check_dataset(dataset)
+        self.model, self.dataset = require_capsnet(model), require_dataset(dataset)
         last = len(dataset.labels) - 1
         self.index = widgets.BoundedIntText(value=min(max(index, 0), last), min=0, max=last,
                                             description="image", layout=widgets.Layout(width="180px"))
 
     def image(self) -> torch.Tensor:
-        return check_image(self.dataset.images[self.index.value])[0, 0]  # (H, W)
+        return require_image(self.dataset.images[self.index.value])[0, 0]  # (H, W)
 
     def true_label(self) -> int:
         return int(self.dataset.labels[self.index.value])
@@ -81,7 +83,7 @@ class PerturbationExplorer(_Explorer):
                  limit: float = 0.25) -> None:
         import ipywidgets as widgets
 
-        cfg = check_capsnet(model).config
+        cfg = require_capsnet(model).config
         super().__init__(model, dataset, index, PerturbationFigure(cfg.num_classes, cfg.image_size))
         self.sliders = [widgets.FloatSlider(value=0.0, min=-limit, max=limit, step=step,
                                             description=f"dim {d}", continuous_update=True,
@@ -175,7 +177,7 @@ class RoutingExplorer(_Explorer):
     def __init__(self, model: CapsNet, dataset: Any, index: int = 0, max_iterations: int = 7) -> None:
         import ipywidgets as widgets
 
-        cfg = check_capsnet(model).config
+        cfg = require_capsnet(model).config
         panel = RoutingFigure(cfg.primary_types, cfg.primary_grid, cfg.num_classes, max_iterations,
                               grid_extent(model), cfg.image_size)
         super().__init__(model, dataset, index, panel)

@@ -18,9 +18,9 @@ from torch import nn
 
 from capsedu._validate import require_images, require_labels, require_tensor
 from capsedu.nets.contract import NetworkConfig
-from capsedu.nets.losses import RECON_WEIGHT, margin_loss_unchecked, reconstruction_loss
+from capsedu.nets.losses import RECON_WEIGHT, margin_loss, reconstruction_loss
 from capsedu.nets.primary import PrimaryCaps
-from capsedu.nets.routing import DigitCaps
+from capsedu.nets.routing import DigitCaps, require_routing
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,14 @@ class CapsNetConfig(NetworkConfig):
 
     What it is trained for - the margin loss and the reconstruction loss's weight - is its
     objective's (:class:`capsedu.training.objectives.MarginObjective`), not its config's.
+
+    ``routing`` chooses how ``DigitCaps`` computes Procedure 1: ``"readable"`` (the
+    :func:`~capsedu.nets.routing.dynamic_routing` of lesson 03) or ``"factored"`` (the default:
+    the same values and gradients, faster; :mod:`capsedu.nets.routing_fast`). ``detach_inner``
+    (gradients through the last iteration only) is independent of it. Configs saved before the
+    field existed load with the default, ``"factored"``: what they trained with when
+    ``detach_inner`` was True; those with ``detach_inner=False`` trained with the readable
+    implementation, which gives the same values and gradients up to float rounding.
     """
 
     image_size: int = 28
@@ -44,6 +52,10 @@ class CapsNetConfig(NetworkConfig):
     routing_iterations: int = 3
     detach_inner: bool = True
     decoder_hidden: tuple[int, ...] = (512, 1024)
+    routing: str = "factored"
+
+    def __post_init__(self) -> None:
+        require_routing("routing", self.routing)
 
     @classmethod
     def paper(cls) -> CapsNetConfig:
@@ -55,8 +67,9 @@ class CapsNetConfig(NetworkConfig):
         r"""A narrower network (same depth, routing and decoder) that trains in minutes on a 2-core CPU.
 
         32 conv1 channels and 8 primary capsule types (288 primary capsules instead of 1,152):
-        the width was tuned with ``benchmarks/time_to_accuracy.py``; the offline 5,000 training
-        images, not the width, limit its test accuracy.
+        the width was tuned with ``benchmarks/time_to_accuracy.py``. The shipped ``capsnet`` is
+        this network trained on the 55,000-image train split; ``capsedu.shipped_summary("capsnet")``
+        gives its accuracies.
         """
         return cls(conv1_channels=32, primary_types=8, primary_dim=8)
 
@@ -127,8 +140,9 @@ class CapsNet(nn.Module):
         self.conv1 = nn.Conv2d(config.in_channels, config.conv1_channels, config.conv1_kernel)
         self.primary = PrimaryCaps(config.conv1_channels, config.primary_types, config.primary_dim,
                                    config.primary_kernel, config.primary_stride)
-        self.digits = DigitCaps(config.num_primary_caps, config.primary_dim, config.num_classes,
-                                config.digit_dim, config.routing_iterations, config.detach_inner)
+        self.class_caps = DigitCaps(config.num_primary_caps, config.primary_dim, config.num_classes,
+                                    config.digit_dim, config.routing_iterations, config.detach_inner,
+                                    config.routing)
         self.decoder = decoder_network(config.num_classes * config.digit_dim, config.decoder_hidden,
                                        config.in_channels * config.image_size ** 2)
 
@@ -146,7 +160,7 @@ class CapsNet(nn.Module):
 
     def class_capsules(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images (B, C, H, W) -> digit capsules v (B, J, D_out), without the decoder."""
-        return self.digits(self.encode(x))[0]  # (B, J, D_out)
+        return self.class_caps(self.encode(x))[0]  # (B, J, D_out)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, *,
                 return_couplings: bool = False,
@@ -160,7 +174,7 @@ class CapsNet(nn.Module):
             routing_iterations: override the configured number of routing iterations.
         """
         u = self.encode(x)  # (B, I, D_in)
-        v, c = self.digits(u, routing_iterations)  # (B, J, D_out), (B, I, J)
+        v, c = self.class_caps(u, routing_iterations)  # (B, J, D_out), (B, I, J)
         lengths = v.norm(dim=-1)  # (B, J)
         reconstruction = self.decode(v, y)  # (B, C, H, W)
         return CapsNetOutput(v, lengths, reconstruction, c if return_couplings else None)
@@ -170,7 +184,7 @@ class CapsNet(nn.Module):
         return self.class_capsules(x).norm(dim=-1)  # (B, J)
 
 
-def check_capsnet(model: object, name: str = "model") -> CapsNet:
+def require_capsnet(model: object, name: str = "model") -> CapsNet:
     r"""Raise ``TypeError`` naming ``name`` unless ``model`` is a :class:`CapsNet`."""
     if not isinstance(model, CapsNet):
         raise TypeError(f"{name} must be a capsedu.CapsNet, got {type(model).__name__}")
@@ -187,5 +201,5 @@ def capsnet_loss(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
     computes for :func:`capsedu.fit`.
     """
     out = model(images, labels)
-    loss = margin_loss_unchecked(out.lengths, labels) + recon_weight * reconstruction_loss(out.reconstruction, images)
+    loss = margin_loss(out.lengths, labels) + recon_weight * reconstruction_loss(out.reconstruction, images)
     return loss, out.lengths

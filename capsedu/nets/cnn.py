@@ -114,7 +114,7 @@ class BaselineCNN(nn.Module):
         return self.probabilities(x)
 
 
-def check_cnn(model: object, name: str = "cnn") -> BaselineCNN:
+def require_cnn(model: object, name: str = "cnn") -> BaselineCNN:
     r"""Raise ``TypeError`` naming ``name`` unless ``model`` is a :class:`BaselineCNN`."""
     if not isinstance(model, BaselineCNN):
         raise TypeError(f"{name} must be a capsedu.BaselineCNN (capsedu.pretrained('cnn')), "

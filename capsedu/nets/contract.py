@@ -40,7 +40,14 @@ class Loss(NamedTuple):
 
 
 class NetworkConfig:
-    r"""Mixin for a network's frozen config dataclass: plain-data round trip for checkpoints."""
+    r"""Mixin for a network's frozen config dataclass: plain-data round trip for checkpoints.
+
+    ``RENAMED`` maps a field's old name to its new one, so that a config stored under the old
+    name (in a checkpoint, a shipped network's JSON record or a study) still loads; a config
+    class sets it as a ``ClassVar`` when it renames a field, and never removes an entry.
+    """
+
+    RENAMED: ClassVar[dict[str, str]] = {}
 
     def to_dict(self) -> dict[str, Any]:
         r"""Plain ints/floats/bools/strings/lists (tuples become lists)."""
@@ -49,8 +56,14 @@ class NetworkConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Any:
-        r"""Rebuild the config; unknown fields are an error, missing ones take their defaults."""
+        r"""Rebuild the config; unknown fields are an error, missing ones take their defaults,
+        old names (``RENAMED``) are read as the new ones."""
         fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        both = sorted(old for old, new in cls.RENAMED.items() if old in data and new in data)
+        if both:
+            raise ValueError(f"config has both the old and the new name of {both} "
+                             f"(renamed: {cls.RENAMED})")
+        data = {cls.RENAMED.get(key, key): value for key, value in data.items()}
         unknown = sorted(set(data) - set(fields))
         if unknown:
             raise ValueError(f"config has unknown field(s) {unknown}; expected a subset of "

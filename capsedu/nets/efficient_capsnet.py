@@ -12,7 +12,7 @@ conv 3x3, 64, ReLU, batch norm        (B, 64, 22, 22)             18,496 + 128
 conv 3x3, 64, ReLU, batch norm        (B, 64, 20, 20)             36,928 + 128
 conv 3x3 stride 2, 128, ReLU, bn      (B, 128, 9, 9)              73,856 + 256
 depthwise conv 9x9 (one per channel)  (B, 128, 1, 1) -> (B, 16, 8)  10,496
-class capsules W (I, J, D, D_in), b   (B, 10, 16)                 20,480 + 160
+class caps W (I, J, D, D_in), prior   (B, 10, 16)                 20,480 + 160
 ====================================  ==========================  ==============
 
 The batch norm follows the ReLU, as in the authors' code. The primary capsules are squashed with
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -41,19 +42,25 @@ from torch import nn
 from capsedu._validate import require_images, require_nonempty_batch, require_tensor
 from capsedu.nets.capsnet import CapsNetOutput, decoder_network, mask_capsules
 from capsedu.nets.contract import NetworkConfig
-from capsedu.nets.self_attention import efficient_squash_unchecked, self_attention_routing_unchecked
+from capsedu.nets.self_attention import efficient_squash, self_attention_routing
 
 
 @dataclass(frozen=True)
 class EfficientCapsConfig(NetworkConfig):
-    r"""Sizes of Efficient-CapsNet; the defaults are the paper's MNIST network."""
+    r"""Sizes of Efficient-CapsNet; the defaults are the paper's MNIST network.
+
+    ``num_primary_caps`` was ``primary_caps`` before version 4 of the checkpoints; configs stored
+    with the old name load through :data:`RENAMED` (see :meth:`NetworkConfig.from_dict`).
+    """
+
+    RENAMED: ClassVar[dict[str, str]] = {"primary_caps": "num_primary_caps"}
 
     image_size: int = 28
     in_channels: int = 1
     conv_channels: tuple[int, ...] = (32, 64, 64, 128)
     conv_kernels: tuple[int, ...] = (5, 3, 3, 3)
     conv_strides: tuple[int, ...] = (1, 1, 1, 2)
-    primary_caps: int = 16
+    num_primary_caps: int = 16
     primary_dim: int = 8
     num_classes: int = 10
     digit_dim: int = 16
@@ -70,7 +77,8 @@ class EfficientCapsConfig(NetworkConfig):
 
 class SelfAttentionCaps(nn.Module):
     r"""Fully connected capsule layer: :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`,
-    then one self-attention routing pass with learned priors ``b`` (I, J), initialised to zero.
+    then one self-attention routing pass with learned priors ``prior`` (I, J) - the paper's
+    :math:`b_{ij}`, added to the couplings after the softmax - initialised to zero.
 
     ``W`` (I, J, D, D_in) - the layout of :class:`capsedu.nets.routing.DigitCaps` - starts
     He-normal with the fan-in the authors' Keras code computes (J * I * D_in), so that a fresh
@@ -85,7 +93,7 @@ class SelfAttentionCaps(nn.Module):
         std = math.sqrt(2.0 / (out_caps * in_caps * in_dim))
         drawn = std * torch.randn(in_caps, out_caps, in_dim, out_dim)  # (I, J, D_in, D) in memory
         self.W = nn.Parameter(drawn.transpose(-1, -2))  # (I, J, D, D_in): a view of it
-        self.b = nn.Parameter(torch.zeros(in_caps, out_caps))
+        self.prior = nn.Parameter(torch.zeros(in_caps, out_caps))  # (I, J)
 
     def prediction_vectors(self, u: torch.Tensor) -> torch.Tensor:
         r"""Primary capsules (B, I, D_in) -> prediction vectors (B, I, J, D)."""
@@ -99,7 +107,7 @@ class SelfAttentionCaps(nn.Module):
     def forward(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Class capsules ``v`` (B, J, D) and coupling coefficients ``c`` (B, I, J), routed in float32."""
         with torch.autocast(u.device.type, enabled=False):
-            return self_attention_routing_unchecked(self.prediction_vectors(u.float()), self.b)
+            return self_attention_routing(self.prediction_vectors(u.float()), self.prior)
 
     def extra_repr(self) -> str:
         return (f"in_caps={self.in_caps}, in_dim={self.in_dim}, out_caps={self.out_caps}, "
@@ -122,9 +130,9 @@ class EfficientCapsNet(nn.Module):
         if not len(channels) == len(config.conv_kernels) == len(config.conv_strides):
             raise ValueError("config needs one kernel and one stride per convolution, got "
                              f"{len(channels)}, {len(config.conv_kernels)}, {len(config.conv_strides)}")
-        if config.feature_side < 1 or channels[-1] != config.primary_caps * config.primary_dim:
+        if config.feature_side < 1 or channels[-1] != config.num_primary_caps * config.primary_dim:
             raise ValueError(f"config needs an image that survives the convolutions and "
-                             f"conv_channels[-1] = primary_caps * primary_dim, got {config}")
+                             f"conv_channels[-1] = num_primary_caps * primary_dim, got {config}")
         self.config = config
         layers: list[nn.Module] = []
         for width_in, width, kernel, stride in zip((config.in_channels, *channels), channels,
@@ -134,8 +142,8 @@ class EfficientCapsNet(nn.Module):
             layers += [conv, nn.ReLU(inplace=True), nn.BatchNorm2d(width)]
         self.convolutions = nn.Sequential(*layers)
         self.primary = nn.Conv2d(channels[-1], channels[-1], config.feature_side, groups=channels[-1])
-        self.digits = SelfAttentionCaps(config.primary_caps, config.primary_dim, config.num_classes,
-                                        config.digit_dim)
+        self.class_caps = SelfAttentionCaps(config.num_primary_caps, config.primary_dim,
+                                            config.num_classes, config.digit_dim)
         self.decoder = decoder_network(config.num_classes * config.digit_dim, config.decoder_hidden,
                                        config.in_channels * config.image_size ** 2)
 
@@ -144,8 +152,8 @@ class EfficientCapsNet(nn.Module):
         cfg = self.config
         require_images("x", x, channels=cfg.in_channels, size=cfg.image_size)
         features = self.primary(self.convolutions(x))  # (B, C, 1, 1)
-        u = features.view(-1, cfg.primary_caps, cfg.primary_dim)  # (B, I, D_in)
-        return efficient_squash_unchecked(u)  # (B, I, D_in)
+        u = features.view(-1, cfg.num_primary_caps, cfg.primary_dim)  # (B, I, D_in)
+        return efficient_squash(u)  # (B, I, D_in)
 
     def decode(self, capsules: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
         r"""Class capsules (B, J, D) -> reconstructed images (B, C_in, H, W)."""
@@ -156,12 +164,12 @@ class EfficientCapsNet(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, *,
                 return_couplings: bool = False) -> CapsNetOutput:
         r"""Classify and reconstruct ``x`` (the decoder masked by ``y`` when given)."""
-        v, c = self.digits(self.encode(x))  # (B, J, D), (B, I, J)
+        v, c = self.class_caps(self.encode(x))  # (B, J, D), (B, I, J)
         return CapsNetOutput(v, v.norm(dim=-1), self.decode(v, y), c if return_couplings else None)
 
     def class_capsules(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images -> class capsules v (B, J, D), without the decoder."""
-        return self.digits(self.encode(x))[0]  # (B, J, D)
+        return self.class_caps(self.encode(x))[0]  # (B, J, D)
 
     def class_scores(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images -> the class capsules' lengths (B, J), each in [0, 1)."""

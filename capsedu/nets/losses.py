@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from capsedu._validate import require_finite, require_labels, require_nonempty_batch, require_tensor
+from capsedu._validate import require_labels, require_nonempty_batch, require_tensor
 
 RECON_WEIGHT = 0.0005  # the reconstruction loss's weight in the total loss (Section 4.1)
 
@@ -48,18 +48,9 @@ def margin_loss(lengths: torch.Tensor, targets: torch.Tensor, m_pos: float = 0.9
         targets: class indices (B,) or multi-hot (B, J) for several digits per image.
         m_pos, m_neg: the margins m+ = 0.9 and m- = 0.1.
         lam: down-weighting of absent classes, lambda = 0.5.
-    """
-    require_finite("lengths", lengths)
-    return margin_loss_unchecked(lengths, targets, m_pos, m_neg, lam)
 
-
-def margin_loss_unchecked(lengths: torch.Tensor, targets: torch.Tensor, m_pos: float = 0.9,
-                          m_neg: float = 0.1, lam: float = 0.5) -> torch.Tensor:
-    r"""Eq. 4 exactly as :func:`margin_loss`, without scanning ``lengths`` for NaN/inf.
-
-    For the networks' own losses, whose lengths come from an input checked where it entered
-    (and :func:`capsedu.fit` stops with an error when a loss is not finite). Shapes and targets
-    are still checked.
+    Shapes and targets are checked; ``lengths`` is not scanned for NaN or inf (a network checks
+    its images where they enter, and :func:`capsedu.fit` stops when a loss is not finite).
     """
     require_tensor("lengths", lengths, ndim=2, shape="(B, J)", floating=True)
     require_nonempty_batch("lengths", lengths)

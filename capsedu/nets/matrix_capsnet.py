@@ -23,9 +23,14 @@ margin moved from 0.2 to 0.9 during training as the paper does: that schedule is
 objective (:class:`capsedu.training.objectives.SpreadObjective`), not of the network.
 
 Shape legend:
-    B      batch size;  H, W  grid height and width;  K  kernel size
-    T_in, T_out  capsule types in and out;  L  output positions (H' * W')
-    I, J   input and output capsules of one routing;  16 = a 4x4 pose
+    B      batch size
+    H, W   height and width of a capsule grid (H', W' after a layer)
+    K      kernel size
+    T_in, T_out  capsule types in and out of a layer (T where there is one)
+    Q      output positions of a convolutional capsule layer (H' * W')
+    I      input capsules of one routing
+    J      output capsules of one routing
+    M      pose entries (16 = a 4 x 4 pose; the shapes below write 16)
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from capsedu._validate import require_images
 from capsedu.nets.contract import NetworkConfig
-from capsedu.nets.em_routing import DEFAULT_INVERSE_TEMPERATURE, em_routing_unchecked
+from capsedu.nets.em_routing import DEFAULT_INVERSE_TEMPERATURE, em_routing
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,8 @@ def _matmul4(poses: torch.Tensor, W: torch.Tensor, spec: str) -> torch.Tensor:
 
 
 class PrimaryMatrixCaps(nn.Module):
-    r"""A 1x1 convolution read as matrix capsules: (B, A, H, W) -> poses (B, T, H, W, 16), activations (B, T, H, W)."""
+    r"""A 1x1 convolution read as matrix capsules: (B, C, H, W) -> poses (B, T, H, W, 16),
+    activations (B, T, H, W)."""
 
     def __init__(self, in_channels: int, types: int) -> None:
         super().__init__()
@@ -79,8 +86,8 @@ class PrimaryMatrixCaps(nn.Module):
 
 
 class RoutedCaps(nn.Module):
-    r"""What a layer that routes by EM holds: one λ per iteration and the cost offsets
-    :math:`\beta_u`, :math:`\beta_a` (one per output type).
+    r"""What a layer that routes by EM holds: one λ per iteration (``inverse_temperatures``) and
+    the cost offsets :math:`\beta_u`, :math:`\beta_a` (one per output type).
 
     ``beta_a_logit_units``: the parameter ``beta_a`` holds :math:`\lambda\beta_a` and routing
     gets it divided by λ - the same function, but Adam moves the activation offset by about the
@@ -92,7 +99,7 @@ class RoutedCaps(nn.Module):
     def __init__(self, routing_iterations: int, inverse_temperature: float, normalise_cost: bool,
                  beta_a_logit_units: bool) -> None:
         super().__init__()
-        self.lambdas = [inverse_temperature] * routing_iterations
+        self.inverse_temperatures = [inverse_temperature] * routing_iterations
         self.normalise_cost = normalise_cost
         self.beta_a_scale = 1.0 / inverse_temperature if beta_a_logit_units else 1.0
 
@@ -105,11 +112,12 @@ class RoutedCaps(nn.Module):
         return self.beta_u, self.beta_a * self.beta_a_scale
 
     def route(self, votes: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""EM routing of votes (B', J, I, 16) weighted by activations (B', I): mu (B', J, 16), a (B', J),
+        r"""EM routing of votes (B', I, J, 16) weighted by activations (B', I): mu (B', J, 16), a (B', J),
         in float32 (also under autocast: variances and logarithms need its range)."""
         with torch.autocast(votes.device.type, enabled=False):
-            mu, a_out, _ = em_routing_unchecked(votes.float(), activations.float(), *self.routing_betas(),
-                                                self.lambdas, normalise_cost=self.normalise_cost)
+            mu, a_out, _ = em_routing(votes.float(), activations.float(), *self.routing_betas(),
+                                      len(self.inverse_temperatures), self.inverse_temperatures,
+                                      normalise_cost=self.normalise_cost)
         return mu, a_out
 
 
@@ -125,21 +133,21 @@ class ConvMatrixCaps(RoutedCaps):
         self._add_betas(out_types)
 
     def _patches(self, x: torch.Tensor) -> torch.Tensor:
-        r"""(B, C, H, W) -> (B, L, K, K, C): the K x K patch of every output position."""
+        r"""(B, C, H, W) -> (B, Q, K, K, C): the K x K patch of every output position."""
         batch, channels = x.shape[:2]
         k = self.kernel
-        cols = F.unfold(x, k, stride=self.stride)  # (B, C*K*K, L)
-        return cols.view(batch, channels, k, k, -1).permute(0, 4, 2, 3, 1)  # (B, L, K, K, C)
+        cols = F.unfold(x, k, stride=self.stride)  # (B, C*K*K, Q)
+        return cols.view(batch, channels, k, k, -1).permute(0, 4, 2, 3, 1)  # (B, Q, K, K, C)
 
     def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         batch, t, h, w, _ = poses.shape
         k, out_h, out_w = self.kernel, (h - self.kernel) // self.stride + 1, (w - self.kernel) // self.stride + 1
-        pose_patches = self._patches(poses.permute(0, 1, 4, 2, 3).reshape(batch, t * 16, h, w))  # (B, L, K, K, T*16)
-        pose_patches = pose_patches.reshape(batch, -1, k, k, t, 16)  # (B, L, K, K, T_in, 16)
-        act_patches = self._patches(activations)  # (B, L, K, K, T_in)
-        votes = _matmul4(pose_patches, self.W, "nlxytpq,xytcqr->nlcxytpr")  # (B, L, T_out, K, K, T_in, 16)
-        votes = votes.reshape(-1, self.out_types, k * k * t, 16)  # (B*L, J, I, 16): routing's layout
-        mu, a_out = self.route(votes, act_patches.reshape(-1, k * k * t))  # (B*L, J, 16), (B*L, J)
+        pose_patches = self._patches(poses.permute(0, 1, 4, 2, 3).reshape(batch, t * 16, h, w))  # (B, Q, K, K, T_in*16)
+        pose_patches = pose_patches.reshape(batch, -1, k, k, t, 16)  # (B, Q, K, K, T_in, 16)
+        act_patches = self._patches(activations)  # (B, Q, K, K, T_in)
+        votes = _matmul4(pose_patches, self.W, "nlxytpq,xytcqr->nlcxytpr")  # (B, Q, T_out, K, K, T_in, 16)
+        votes = votes.reshape(-1, self.out_types, k * k * t, 16)  # (B*Q, J, I, 16): routing's inner layout
+        mu, a_out = self.route(votes.transpose(1, 2), act_patches.reshape(-1, k * k * t))  # (B*Q, J, 16), (B*Q, J)
         mu = mu.view(batch, out_h, out_w, self.out_types, 16).permute(0, 3, 1, 2, 4)  # (B, T_out, H', W', 16)
         return mu, a_out.view(batch, out_h, out_w, self.out_types).permute(0, 3, 1, 2)  # (B, T_out, H', W')
 
@@ -169,8 +177,7 @@ class ClassMatrixCaps(RoutedCaps):
         return votes.reshape(batch, t * h * w, self.num_classes, 16)  # (B, I, J, 16)
 
     def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        votes = self.votes(poses).transpose(1, 2).contiguous()  # (B, J, I, 16): routing's layout
-        return self.route(votes, activations.reshape(len(poses), -1))  # (B, J, 16), (B, J)
+        return self.route(self.votes(poses), activations.reshape(len(poses), -1))  # (B, J, 16), (B, J)
 
 
 class MatrixCapsNet(nn.Module):
@@ -185,27 +192,33 @@ class MatrixCapsNet(nn.Module):
         if not isinstance(config, MatrixCapsConfig):
             raise TypeError(f"config must be a MatrixCapsConfig, got {type(config).__name__}")
         self.config = config
-        r, lam, options = config.routing_iterations, config.inverse_temperature, (
-            config.normalise_cost, config.beta_a_logit_units)
-        class_lam = lam if config.class_inverse_temperature is None else config.class_inverse_temperature
+        r, inverse_temperature = config.routing_iterations, config.inverse_temperature
+        options = (config.normalise_cost, config.beta_a_logit_units)
+        class_inverse_temperature = (inverse_temperature if config.class_inverse_temperature is None
+                                     else config.class_inverse_temperature)
         self.conv1 = nn.Conv2d(config.in_channels, config.conv1_channels, kernel_size=5, stride=2)
         self.primary = PrimaryMatrixCaps(config.conv1_channels, config.primary_types)
-        self.caps1 = ConvMatrixCaps(config.primary_types, config.conv_caps1_types, 3, 2, r, lam, *options)
-        self.caps2 = ConvMatrixCaps(config.conv_caps1_types, config.conv_caps2_types, 3, 1, r, lam, *options)
-        self.classes = ClassMatrixCaps(config.conv_caps2_types, config.num_classes, r, class_lam, *options)
+        self.caps1 = ConvMatrixCaps(config.primary_types, config.conv_caps1_types, 3, 2, r,
+                                    inverse_temperature, *options)
+        self.caps2 = ConvMatrixCaps(config.conv_caps1_types, config.conv_caps2_types, 3, 1, r,
+                                    inverse_temperature, *options)
+        self.class_caps = ClassMatrixCaps(config.conv_caps2_types, config.num_classes, r,
+                                          class_inverse_temperature, *options)
 
     def class_votes(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Images (B, C, H, W) -> the class layer's votes (B, I, J, 16) and its input activations
-        (B, I): everything before the last routing (lesson 11 traces that routing)."""
+        (B, I): everything before the last routing (lesson 11 traces that routing). The images are
+        checked here (shape, NaN and inf), once; the layers inside check nothing more."""
+        require_images("x", x, channels=self.config.in_channels, size=self.config.image_size)
         poses, activations = self.primary(F.relu(self.conv1(x)))  # (B, T, 12, 12, 16), (B, T, 12, 12)
         poses, activations = self.caps1(poses, activations)  # (B, T, 5, 5, 16), (B, T, 5, 5)
         poses, activations = self.caps2(poses, activations)  # (B, T, 3, 3, 16), (B, T, 3, 3)
-        return self.classes.votes(poses), activations.reshape(len(x), -1)  # (B, I, J, 16), (B, I)
+        return self.class_caps.votes(poses), activations.reshape(len(x), -1)  # (B, I, J, 16), (B, I)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Images (B, C, H, W) -> class poses (B, J, 16) and class activations (B, J)."""
         votes, activations = self.class_votes(x)  # (B, I, J, 16), (B, I)
-        return self.classes.route(votes.transpose(1, 2).contiguous(), activations)  # (B, J, 16), (B, J)
+        return self.class_caps.route(votes, activations)  # (B, J, 16), (B, J)
 
     def class_scores(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images (B, C, H, W) -> the class capsules' activations (B, J)."""

@@ -14,7 +14,7 @@ of the labels. :func:`label_hits` is that rule; :func:`pair_hits` its two-label 
 Shape legend:
     B      batch size
     J      classes (10)
-    K      labels per image (2 for MultiMNIST)
+    L      labels per image (the most of any image in the batch; 2 for MultiMNIST)
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def label_hits(scores: torch.Tensor, multi_hot: torch.Tensor) -> torch.Tensor:
     when the count equals ``multi_hot.sum(dim=1)``.
     """
     count = multi_hot.sum(dim=1).long()  # (B,) labels per image
-    top = scores.topk(int(count.max()), dim=1).indices  # (B, K) the highest scores first
-    counted = torch.arange(top.shape[1], device=scores.device) < count[:, None]  # (B, K) the first k
+    top = scores.topk(int(count.max()), dim=1).indices  # (B, L) the highest scores first
+    counted = torch.arange(top.shape[1], device=scores.device) < count[:, None]  # (B, L) the first k
     return ((multi_hot.gather(1, top) > 0) & counted).sum(dim=1)  # (B,)
 
 

@@ -8,8 +8,10 @@ the gradients with respect to the inputs. This module imports only NumPy and the
 
 Shape legend:
     B      batch size
-    I      input capsules, J output capsules
-    K      input capsule dimension (D_in), D output capsule dimension (D_out)
+    I      input capsules
+    J      output capsules
+    D_in   input capsule dimension
+    D_out  output capsule dimension (D in the routing functions, which have only this one)
 
 Procedure 1 (Sabour et al. 2017) with ``r`` iterations, as in the torch version:
 
@@ -88,7 +90,8 @@ def squash_backward(dv: np.ndarray, cache: Cache) -> np.ndarray:
 
 
 def prediction_vectors(W: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, Cache]:
-    r""":math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`: W (I, J, D, K), u (B, I, K) -> (B, I, J, D)."""
+    r""":math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`: W (I, J, D_out, D_in), u (B, I, D_in)
+    -> (B, I, J, D_out)."""
     _require("W", W, 4, "(I, J, D_out, D_in)")
     _require("u", u, 3, "(B, I, D_in)")
     if u.shape[0] == 0:
@@ -105,8 +108,8 @@ def prediction_vectors_backward(du_hat: np.ndarray, cache: Cache) -> tuple[np.nd
     :math:`\partial\mathbf u_i = \sum_j W_{ij}^\top\partial\hat{\mathbf u}_{j|i}`."""
     W, u = cache["W"], cache["u"]
     du_hat = _require_grad("du_hat", du_hat, (u.shape[0], W.shape[0], W.shape[1], W.shape[2]))
-    dW = np.einsum("bijd,bik->ijdk", du_hat, u, optimize=True)  # (I, J, D, K)
-    return dW, np.einsum("bijd,ijdk->bik", du_hat, W, optimize=True)  # (B, I, K)
+    dW = np.einsum("bijd,bik->ijdk", du_hat, u, optimize=True)  # (I, J, D_out, D_in)
+    return dW, np.einsum("bijd,ijdk->bik", du_hat, W, optimize=True)  # (B, I, D_in)
 
 
 # --- dynamic routing (Procedure 1) --------------------------------------------------------------

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from capsedu._validate import require_int, require_nonempty_batch, require_tensor
-from capsedu.nets.squash import squash_unchecked
+from capsedu.nets.squash import squash
 
 
 class PrimaryCaps(nn.Module):
@@ -47,7 +47,7 @@ class PrimaryCaps(nn.Module):
         u = features.view(batch, self.num_types, self.caps_dim, height, width)  # (B, T, D_in, H', W')
         u = u.permute(0, 1, 3, 4, 2)  # (B, T, H', W', D_in): the capsule vector last
         u = u.reshape(batch, self.num_types * height * width, self.caps_dim)  # (B, I, D_in)
-        return squash_unchecked(u.float(), dim=-1)  # (B, I, D_in), squashed in float32
+        return squash(u.float(), dim=-1)  # (B, I, D_in), squashed in float32
 
     def extra_repr(self) -> str:
         return f"num_types={self.num_types}, caps_dim={self.caps_dim}"

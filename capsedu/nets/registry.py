@@ -24,6 +24,7 @@ COURSE_NETWORKS: dict[str, str] = {
     "cnn": "capsedu.nets.cnn:BaselineCNN",
     "em": "capsedu.nets.matrix_capsnet:MatrixCapsNet",
     "efficient": "capsedu.nets.efficient_capsnet:EfficientCapsNet",
+    "deep_capsnet": "capsedu.nets.deep_capsnet:DeepCapsNet",
 }
 _EXTRA: dict[str, type[nn.Module]] = {}
 
@@ -62,7 +63,7 @@ def network_class(kind: str) -> type[nn.Module]:
     raise ValueError(f"unknown network kind {kind!r}; known kinds: {known_kinds()}")
 
 
-def check_registered(model: object, name: str = "model") -> nn.Module:
+def require_registered(model: object, name: str = "model") -> nn.Module:
     r"""Raise ``TypeError`` unless ``model`` is exactly the class registered for its kind
     (a subclass would be rebuilt as its parent from a checkpoint)."""
     kind = getattr(type(model), "kind", None)

@@ -2,14 +2,17 @@ r"""Dynamic routing by agreement (Sabour et al. 2017, Procedure 1, Eqs. 2-3) and
 
 Everything lesson 03 builds lives here: the readable :func:`dynamic_routing` that the lessons
 teach and the fully connected capsule layer :class:`DigitCaps` (prediction vectors, Eq. 2, then
-routing). ``DigitCaps`` runs the same computation through
+routing). ``DigitCaps`` runs Procedure 1 in one of two implementations, an explicit choice
+(``routing``, :data:`ROUTINGS`): ``"readable"``, :func:`dynamic_routing` on
+:meth:`DigitCaps.prediction_vectors`, or ``"factored"`` (the default, faster),
 :func:`capsedu.nets.routing_fast.factored_routing`, which never builds the (B, I, J, D)
-prediction vectors and is tested equal to :func:`dynamic_routing` in values and gradients.
+prediction vectors and is tested equal to the readable one in values and gradients. Whether
+gradients flow through every iteration (``detach_inner``) is a separate choice that both follow.
 
 Shape legend:
     B      batch size
-    I      number of input (lower-level) capsules, e.g. 1152 primary capsules
-    J      number of output (higher-level) capsules, e.g. 10 digit capsules
+    I      input (lower-level) capsules, e.g. 1152 primary capsules
+    J      output (higher-level) capsules, e.g. 10 digit capsules
     D      output capsule dimension (D_out), e.g. 16
     D_in   input capsule dimension, e.g. 8
 
@@ -23,9 +26,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from capsedu._validate import require_finite, require_int, require_nonempty_batch, require_tensor
+from capsedu._validate import require_int, require_nonempty_batch, require_tensor
 from capsedu.nets.routing_fast import factored_routing
 from capsedu.nets.squash import squash
+
+ROUTINGS = ("readable", "factored")  # DigitCaps' two implementations of Procedure 1
+
+
+def require_routing(name: str, routing: object) -> str:
+    r"""Check that ``routing`` names one of :data:`ROUTINGS`."""
+    if not isinstance(routing, str) or routing not in ROUTINGS:
+        raise ValueError(f"{name} must be one of {ROUTINGS}, got {routing!r}")
+    return routing
 
 
 def dynamic_routing(u_hat: torch.Tensor, routing_iterations: int = 3,
@@ -51,10 +63,12 @@ def dynamic_routing(u_hat: torch.Tensor, routing_iterations: int = 3,
     Returns:
         ``(v, c)``: output capsules (B, J, D) and the coupling coefficients (B, I, J) used in
         the last iteration (they sum to 1 over J).
+
+    Shapes and types are checked; values are not scanned for NaN or inf (a network checks its
+    images where they enter).
     """
     require_tensor("u_hat", u_hat, ndim=4, shape="(B, I, J, D)", floating=True)
     require_nonempty_batch("u_hat", u_hat)
-    require_finite("u_hat", u_hat)
     require_int("routing_iterations", routing_iterations, minimum=1)
     u_hat_inner = u_hat.detach() if detach_inner else u_hat
     b = torch.zeros(u_hat.shape[:3], dtype=u_hat.dtype, device=u_hat.device)  # (B, I, J)
@@ -72,29 +86,27 @@ def dynamic_routing(u_hat: torch.Tensor, routing_iterations: int = 3,
 class DigitCaps(nn.Module):
     r"""Fully connected capsule layer: prediction vectors (Eq. 2) then dynamic routing.
 
-    ``W`` has shape (I, J, D_out, D_in) and :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`;
-    it is initialised with a normal distribution of standard deviation 0.01 and kept in memory in
-    the fast path's order (J, D_in, I, D_out) - a permuted view, so its shape, its state dict and
-    every checkpoint stay (I, J, D_out, D_in), while the fast path reads it, and gets its gradient,
-    without two copies of W a step. With
-    ``detach_inner=True`` (the default) the forward pass runs
-    :func:`~capsedu.nets.routing_fast.factored_routing`, tested equal (values and gradients) to
-    :func:`dynamic_routing` on :meth:`prediction_vectors`'s output; with ``False``, that readable path itself.
+    ``W`` is a plain parameter of shape (I, J, D_out, D_in), :math:`\hat{\mathbf u}_{j|i} =
+    \mathbf W_{ij}\mathbf u_i`, initialised with a normal distribution of standard deviation 0.01.
+    ``routing`` picks the implementation of Procedure 1 (:data:`ROUTINGS`): ``"readable"`` runs
+    :func:`dynamic_routing` on :meth:`prediction_vectors`'s output, ``"factored"`` (the default)
+    runs :func:`~capsedu.nets.routing_fast.factored_routing`, tested equal in values and
+    gradients; ``detach_inner`` (see :func:`dynamic_routing`) applies to either.
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int,
-                 routing_iterations: int = 3, detach_inner: bool = True) -> None:
+                 routing_iterations: int = 3, detach_inner: bool = True,
+                 routing: str = "factored") -> None:
         super().__init__()
         for name, value in [("in_caps", in_caps), ("in_dim", in_dim), ("out_caps", out_caps),
                             ("out_dim", out_dim), ("routing_iterations", routing_iterations)]:
             require_int(name, value, minimum=1)
         self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
         self.routing_iterations, self.detach_inner = routing_iterations, detach_inner
-        W = 0.01 * torch.randn(in_caps, out_caps, out_dim, in_dim)  # (I, J, D_out, D_in)
-        memory = torch.empty(out_caps, in_dim, in_caps, out_dim)  # (J, D_in, I, D_out)
-        self.W = nn.Parameter(memory.permute(2, 0, 3, 1).copy_(W))  # (I, J, D_out, D_in)
+        self.routing = require_routing("routing", routing)
+        self.W = nn.Parameter(0.01 * torch.randn(in_caps, out_caps, out_dim, in_dim))  # (I, J, D_out, D_in)
 
-    def _check_input(self, u: torch.Tensor) -> None:
+    def _require_input(self, u: torch.Tensor) -> None:
         shape = f"(B, {self.in_caps}, {self.in_dim})"
         require_tensor("u", u, ndim=3, shape=shape, floating=True)
         require_nonempty_batch("u", u)
@@ -103,7 +115,7 @@ class DigitCaps(nn.Module):
 
     def prediction_vectors(self, u: torch.Tensor) -> torch.Tensor:
         r"""Prediction vectors :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`, (B, I, J, D_out)."""
-        self._check_input(u)
+        self._require_input(u)
         return torch.einsum("ijdk,bik->bijd", self.W, u)  # (B, I, J, D_out)
 
     def forward(self, u: torch.Tensor,
@@ -111,14 +123,14 @@ class DigitCaps(nn.Module):
         r"""Return output capsules ``v`` (B, J, D_out) and coupling coefficients ``c`` (B, I, J)."""
         iterations = self.routing_iterations if routing_iterations is None else routing_iterations
         require_int("routing_iterations", iterations, minimum=1)
+        self._require_input(u)
         with torch.autocast(u.device.type, enabled=False):  # routing in float32, also under autocast
-            if u.is_floating_point() and u.dtype != self.W.dtype:
-                u = u.to(self.W.dtype)  # a bfloat16 input from an autocast convolution
-            if not self.detach_inner:
-                return dynamic_routing(self.prediction_vectors(u), iterations, detach_inner=False)
-            self._check_input(u)
-            return factored_routing(self.W, u, iterations)  # (B, J, D_out), (B, I, J)
+            u = u.to(self.W.dtype)  # (B, I, D_in): a bfloat16 input from an autocast convolution
+            if self.routing == "readable":
+                return dynamic_routing(self.prediction_vectors(u), iterations, self.detach_inner)
+            return factored_routing(self.W, u, iterations, self.detach_inner)  # (B, J, D_out), (B, I, J)
 
     def extra_repr(self) -> str:
         return (f"in_caps={self.in_caps}, in_dim={self.in_dim}, out_caps={self.out_caps}, "
-                f"out_dim={self.out_dim}, routing_iterations={self.routing_iterations}")
+                f"out_dim={self.out_dim}, routing_iterations={self.routing_iterations}, "
+                f"detach_inner={self.detach_inner}, routing={self.routing!r}")

@@ -26,6 +26,11 @@ def squash(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
     gradient of ``||s||`` at the zero vector is 0/0 = NaN; with it both the value (0) and the
     gradient stay finite.
 
+    Only cheap checks run here (type, a ``dim`` in range, ``eps > 0``), so the networks call this
+    very function in their inner loops; values are not scanned for NaN or inf - a network checks
+    its images once where they enter (:meth:`capsedu.CapsNet.encode`), and a NaN in ``s`` gives
+    NaN out.
+
     Args:
         s: total capsule inputs, e.g. (B, J, D).
         dim: the dimension that holds each capsule's vector.
@@ -35,19 +40,10 @@ def squash(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
         A tensor of the same shape whose vectors have length in [0, 1).
 
     Raises:
-        ValueError: for NaN or infinite entries in ``s``, a ``dim`` out of range or ``eps <= 0``.
+        TypeError: for an ``s`` that is not a floating-point tensor.
+        ValueError: for a scalar ``s``, a ``dim`` out of range or ``eps <= 0``.
     """
     require_capsule_vectors("s", s, dim, eps)
-    return squash_unchecked(s, dim, eps)
-
-
-def squash_unchecked(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch.Tensor:
-    r"""Eq. 1 exactly as :func:`squash`, without its input checks.
-
-    For the network's inner loops (``PrimaryCaps``, the fast routing), whose input was checked
-    once where it entered (:meth:`capsedu.CapsNet.forward`): a NaN scan per call would cost a
-    device sync on a GPU and a full pass over the data on a CPU.
-    """
     squared_norm = (s * s).sum(dim=dim, keepdim=True)  # (..., 1, ...)
     scale = squared_norm / (1.0 + squared_norm) / torch.sqrt(squared_norm + eps)
     return scale * s

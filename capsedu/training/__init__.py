@@ -1,4 +1,13 @@
-r"""Training any network: what it is trained for (:mod:`.objectives`), the loop (:mod:`.loop`),
-what a trained network says (:mod:`.prediction`), checkpoints (:mod:`.checkpoint`), seeding
-(:mod:`.seeding`), train/eval mode (:mod:`.modes`), run profiles (:mod:`.profile`) and the
-machine (:mod:`.hardware`)."""
+r"""Training any network, one module per concern:
+
+* ``objectives`` - what a network is trained for, as data (margin, two digits, spread, ...)
+* ``loop`` - ``fit`` and ``evaluate``, for any module with an objective
+* ``prediction`` - what a trained network says: ``predict`` and ``pair_accuracy``
+* ``uncertainty`` - binomial standard errors of accuracies, and when a gap is a tie
+* ``checkpoint`` - atomic checkpoints of any registered network, older versions read
+* ``seeding`` - ``set_seed`` and deterministic algorithms
+* ``modes`` - ``eval_mode``: a network's train/eval mode left as it was found
+* ``profile`` - the learner and fast run profiles, the switches read from the environment
+* ``hardware`` - the machine: the device to train on, glibc's reuse of large allocations
+* ``distributed`` - training on several devices: torchrun and DistributedDataParallel
+"""

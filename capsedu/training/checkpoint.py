@@ -8,10 +8,16 @@ atomically - to a new temporary file in the same folder, flushed to disk, then r
 target - so an interrupted save never leaves a half-written file behind. Loading uses
 ``torch.load(weights_only=True)``, which refuses to run code hidden in a pickle.
 
-Versions 1 and 2 (before objectives were data) are still read: the reconstruction weight that
-their CapsNet and Efficient-CapsNet configs held becomes the objective's, an EM network's margin
-schedule is read from its recipe, and Efficient-CapsNet's class-capsule ``W`` is turned from
-(I, J, D_in, D) to today's (I, J, D, D_in).
+Older versions are still read (:func:`_upgrade`). Versions 1 and 2 (before objectives were
+data): the reconstruction weight that their CapsNet and Efficient-CapsNet configs held becomes
+the objective's, an EM network's margin schedule is read from its recipe, and
+Efficient-CapsNet's class-capsule ``W`` is turned from (I, J, D_in, D) to today's (I, J, D, D_in).
+Versions 1 to 3 (before one vocabulary): the class-capsule layer was ``digits`` (CapsNet,
+Efficient-CapsNet) or ``classes`` (the EM network) and Efficient-CapsNet's prior ``b``; their
+weights are renamed to ``class_caps.*`` and ``class_caps.prior`` (:data:`RENAMED_WEIGHTS`).
+Renamed config fields are read by each config's ``from_dict``
+(:attr:`capsedu.nets.contract.NetworkConfig.RENAMED`). The shipped networks' files are
+version 3 and load through this path.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from capsedu.nets.registry import build_network, check_registered
+from capsedu.nets.registry import build_network, require_registered
 from capsedu.training.objectives import (
     MarginObjective,
     Objective,
@@ -34,7 +40,15 @@ from capsedu.training.objectives import (
 )
 
 FORMAT = "capsedu-checkpoint"
-VERSION = 3  # 1: only CapsNets; 2: network kinds; 3: the objective stored, not in the config
+VERSION = 4  # 1: only CapsNets; 2: network kinds; 3: the objective stored; 4: class_caps
+
+# Before version 4: each course network kind's old weight names -> today's; a name ending in "."
+# renames every weight under it (a layer), any other name one weight.
+RENAMED_WEIGHTS: dict[str, dict[str, str]] = {
+    "capsnet": {"digits.": "class_caps."},
+    "efficient": {"digits.b": "class_caps.prior", "digits.": "class_caps."},
+    "em": {"classes.": "class_caps."},
+}
 
 
 class CheckpointError(ValueError):
@@ -71,7 +85,7 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, *, objective: Obj
     ``half=True`` stores floating-point weights as float16 (half the size); they are cast back
     to float32 on load.
     """
-    check_registered(model)
+    require_registered(model)
     objective = default_objective(model) if objective is None else objective
     if objective is not None and not isinstance(objective, Objective):
         raise TypeError(f"objective must be a capsedu Objective (capsedu.training.objectives), "
@@ -81,7 +95,7 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, *, objective: Obj
     payload = {"format": FORMAT, "version": VERSION, "kind": model.kind,
                "config": model.config.to_dict(), "state_dict": state,
                "objective": None if objective is None else objective.to_dict(),
-               "history": history or {}, "metadata": metadata or {}}
+               "history": dict(history or {}), "metadata": metadata or {}}
     return write_atomically(path, payload)
 
 
@@ -97,14 +111,21 @@ def _read(path: Path, map_location: str | torch.device) -> dict[str, Any]:
                               "with save_checkpoint") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a capsedu checkpoint (no '{FORMAT}' format tag)")
-    if payload.get("version") not in (1, 2, VERSION):
+    if payload.get("version") not in range(1, VERSION + 1):
         raise CheckpointError(f"{path} has checkpoint version {payload.get('version')}, "
                               f"expected 1 to {VERSION}")
     return payload if payload["version"] == VERSION else _upgrade(payload)
 
 
-def _upgrade(payload: dict[str, Any]) -> dict[str, Any]:
-    r"""A version 1 or 2 payload in version 3's terms (the module docstring says what moves)."""
+def _renamed_weight(name: str, renames: dict[str, str]) -> str:
+    for old, new in renames.items():  # the first match wins
+        if name == old or (old.endswith(".") and name.startswith(old)):
+            return new + name[len(old):]
+    return name
+
+
+def _upgrade_to_3(payload: dict[str, Any]) -> dict[str, Any]:
+    r"""A version 1 or 2 payload in version 3's terms: the objective out of the config."""
     kind = payload.get("kind", "capsnet")  # version 1 held only CapsNets
     config = dict(payload.get("config", {}))
     state = dict(payload.get("state_dict", {}))
@@ -116,8 +137,18 @@ def _upgrade(payload: dict[str, Any]) -> dict[str, Any]:
     if kind == "em":
         ramp = payload.get("metadata", {}).get("recipe", {}).get("margin_ramp_epochs", 0)
         objective = SpreadObjective(ramp_epochs=ramp)
-    return {**payload, "version": VERSION, "kind": kind, "config": config, "state_dict": state,
+    return {**payload, "version": 3, "kind": kind, "config": config, "state_dict": state,
             "objective": None if objective is None else objective.to_dict()}
+
+
+def _upgrade(payload: dict[str, Any]) -> dict[str, Any]:
+    r"""An older payload in today's terms, one version step after another (the module docstring
+    says what moves)."""
+    if payload["version"] < 3:
+        payload = _upgrade_to_3(payload)
+    renames = RENAMED_WEIGHTS.get(payload["kind"], {})  # a learner's own kind keeps its names
+    state = {_renamed_weight(name, renames): value for name, value in payload["state_dict"].items()}
+    return {**payload, "version": VERSION, "state_dict": state}
 
 
 def _mismatch(expected: Any, found: Any) -> str:

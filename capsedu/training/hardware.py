@@ -1,10 +1,15 @@
-r"""The machine: which device to train on, whether it computes in bfloat16, and how the process
-allocates memory."""
+r"""The machine: which device to train on, where a network already is, whether it computes in
+bfloat16, and how the process allocates memory.
+
+``device=None``, wherever capsedu takes a device with a network, means the network's own device
+(:func:`model_device`); :func:`default_device` chooses one when there is no network yet.
+"""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import itertools
 import sys
 from pathlib import Path
 
@@ -20,6 +25,31 @@ def default_device() -> torch.device:
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    r"""Where ``model`` is: the device of its first parameter (else buffer); else the CPU."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    first = next(itertools.chain(model.parameters(), model.buffers()), None)
+    return torch.device("cpu") if first is None else first.device
+
+
+def require_model_device(model: torch.nn.Module, device: str | torch.device | None) -> torch.device:
+    r"""The device ``model`` runs on, for functions that run a network where it is: its own
+    (:func:`model_device`) when ``device`` is None; a ``device`` that is not the model's raises
+    ``ValueError`` naming both (move the model with ``model.to(device)`` first). ``"cuda"``
+    without an index matches a model on any CUDA device."""
+    found = model_device(model)
+    if device is None:
+        return found
+    asked = torch.device(device)
+    indices = {asked.index, found.index} - {None}  # "cuda" is any CUDA device, "cpu" has none
+    if asked.type != found.type or len(indices) > 1:
+        raise ValueError(f"device={str(asked)!r} but the model is on {str(found)!r}: pass "
+                         f"device=None (the model's own device) or move the model with "
+                         f"model.to({str(asked)!r}) first")
+    return found
 
 
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo's names of the bfloat16 instructions

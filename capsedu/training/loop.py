@@ -5,15 +5,27 @@ The loop knows nothing about the network. What it minimises is an *objective*,
 :mod:`capsedu.training.objectives` (told the epoch, for schedules such as the spread loss's
 margin), any function of that signature, or, when none is given, the network's own
 ``loss(images, targets)`` method or its kind's :func:`~capsedu.training.objectives.default_objective`.
-Optimiser: Adam. Learning-rate schedules:
+Optimiser: Adam with learning rate ``lr``, or the user's own ``optimizer``, used as given.
+Learning-rate schedules (``lr_schedule``):
+
+* ``None`` (the default): ``"exponential"`` for ``fit``'s own Adam; no schedule at all for a
+  user's ``optimizer``, whose rates stay as they were set.
 
 * ``"exponential"`` multiplies the rate by ``lr_decay`` after every epoch. The paper says only
   that it used Adam "with its TensorFlow default parameters, including the exponentially decaying
   learning rate"; its official code decays the rate 0.001 continuously by 0.96 every 2,000
   steps of 128 images (x0.990 per 60,000-image epoch) over 300,000 steps. The course's default
   ``lr_decay=0.96`` per epoch decays much faster, to suit runs of a few epochs.
-* ``"onecycle"`` rises to ``lr`` over the first 20 % of the batches, then anneals to ~0 by the
-  last batch (stepped every batch): the recipe of the shipped networks.
+* ``"onecycle"`` rises to the optimizer's rate (``lr`` for ``fit``'s own Adam, each parameter
+  group's own ``lr`` for a user's optimizer) over the first 20 % of the batches, then anneals to
+  ~0 by the last batch (stepped every batch): the recipe of the shipped networks.
+
+The loss of each training batch is checked before its backward pass: a NaN or infinite loss
+raises ``FloatingPointError`` naming the batch, and the weights stay as the batch before left them.
+
+``device=None`` (the default of :func:`fit` and :func:`evaluate`) means the model's own device
+(:func:`~capsedu.training.hardware.model_device`): ``fit`` moves the model to an explicit
+``device``; ``evaluate`` runs where the model is and refuses a ``device`` that is not the model's.
 
 ``precision="bfloat16"`` runs each training batch's forward pass under ``torch.autocast``
 (convolutions and linear layers in bfloat16; the capsule layers route in float32, and the
@@ -32,6 +44,7 @@ Shape legend:
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -40,16 +53,21 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from capsedu._history import History
 from capsedu._validate import require_int
 from capsedu.nets.contract import Loss
-from capsedu.training.hardware import bfloat16_problem
+from capsedu.training.hardware import bfloat16_problem, model_device, require_model_device
 from capsedu.training.modes import eval_mode
 from capsedu.training.objectives import Objective, default_objective
 
 Batch = tuple[torch.Tensor, Any]
 LossFn = Callable[[torch.nn.Module, torch.Tensor, Any], Loss]
-EpochCallback = Callable[[int, dict], "bool | None"]
+EpochCallback = Callable[[int, History], "bool | None"]
 SCHEDULES = ("exponential", "onecycle")
+DEFAULT_LR = 1e-3  # fit's own Adam, when no lr is given
+# fit's History columns, in this order (then val_loss and val_accuracy, with a val_loader)
+COLUMNS = ("epoch", "train_loss", "train_accuracy", "lr", "seconds", "train_seconds",
+           "train_cpu_seconds", "precision")
 PRECISIONS = ("float32", "bfloat16")
 
 
@@ -103,23 +121,20 @@ def _run_epoch(model: torch.nn.Module, loader: Iterable[Batch], device: torch.de
                precision: str = "float32") -> dict:
     r"""One pass over ``loader``; trains when ``optimizer`` is given. Mean loss and accuracy."""
     total_loss, correct, seen = 0.0, 0, 0
-    for images, targets in loader:
+    for index, (images, targets) in enumerate(loader):
         images, targets = to_device(images, device), to_device(targets, device)
         if optimizer is not None and augment is not None:
             images = augment(images)
         with _autocast(device, precision):
             loss, right = loss_fn(model, images, targets)
         loss = loss.float()
+        value = _finite_loss(loss, index, seen)  # before the step: a bad batch changes no weight
         if optimizer is not None:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             if batch_scheduler is not None:
                 batch_scheduler.step()
-        value = float(loss.detach())
-        if value != value or abs(value) == float("inf"):
-            raise FloatingPointError(f"the loss became {value} after {seen} images of this pass: "
-                                     "lower the learning rate, or check the data for NaN/inf")
         total_loss += value * len(images)
         correct += int(right)
         seen += len(images)
@@ -129,6 +144,16 @@ def _run_epoch(model: torch.nn.Module, loader: Iterable[Batch], device: torch.de
         raise ValueError("the data loader yielded no batches; expected at least one (images, targets)")
     bar.refresh()  # the last batch's count and postfix, which update(refresh=False) may not have drawn
     return {"loss": total_loss / seen, "accuracy": correct / seen}
+
+
+def _finite_loss(loss: torch.Tensor, index: int, seen: int) -> float:
+    r"""The loss as a float; ``FloatingPointError`` naming the batch if it is NaN or infinite."""
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError(f"the loss became {value} at batch {index} of this pass (counting "
+                                 f"from 0, after {seen} images); no step was taken from it. When "
+                                 "training, lower the learning rate; check the data for NaN/inf")
+    return value
 
 
 def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
@@ -155,16 +180,19 @@ def _length(loader: object) -> int | None:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader: Iterable[Batch], *,
-             device: str | torch.device = "cpu", objective: Objective | LossFn | None = None,
+             device: str | torch.device | None = None, objective: Objective | LossFn | None = None,
              progress: bool = False) -> dict[str, float]:
     r"""Mean loss and accuracy of ``model`` over ``loader``, in eval mode; its mode is restored.
 
     ``objective`` as for :func:`fit`; an :class:`Objective` is evaluated in its final form.
+    It runs where the model is: ``device=None`` is the model's device, and a ``device`` that is
+    not the model's raises ``ValueError``.
     """
     loss_fn = resolve_objective(model, objective)
+    device = require_model_device(model, device)
     with eval_mode(model), torch.no_grad(), tqdm(total=_length(loader), desc="evaluate",
                                                  disable=not progress) as bar:
-        return _run_epoch(model, loader, torch.device(device), loss_fn, bar)
+        return _run_epoch(model, loader, device, loss_fn, bar)
 
 
 def default_optimizer(model: torch.nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
@@ -173,34 +201,62 @@ def default_optimizer(model: torch.nn.Module, lr: float, device: torch.device) -
     return torch.optim.Adam(model.parameters(), lr=lr, fused=fused or None)
 
 
-def _scheduler(optimizer: torch.optim.Optimizer, schedule: str, lr: float, lr_decay: float,
-               epochs: int, steps: int | None) -> tuple[torch.optim.lr_scheduler.LRScheduler, bool]:
-    r"""The learning-rate scheduler and whether it is stepped every batch (else every epoch)."""
+def _require_plan(optimizer: object, lr: float | None, lr_schedule: str | None) -> None:
+    r"""Refuse an unknown schedule, a non-optimizer, and ``lr`` beside a user's optimizer."""
+    if lr_schedule is not None and lr_schedule not in SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {SCHEDULES} or None, got {lr_schedule!r}")
+    if optimizer is None:
+        return
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, "
+                        f"got {type(optimizer).__name__}")
+    if lr is not None:
+        rates = sorted({group["lr"] for group in optimizer.param_groups})
+        raise ValueError(f"lr={lr!r} and optimizer= were both given, but the optimizer already has "
+                         f"its learning rate ({', '.join(map(str, rates))}): set the rate when "
+                         "building the optimizer and leave lr out (lr is for fit's own Adam)")
+
+
+def _scheduler(optimizer: torch.optim.Optimizer, schedule: str | None, lr_decay: float, epochs: int,
+               steps: int | None, *, own: bool = True
+               ) -> tuple[torch.optim.lr_scheduler.LRScheduler | None, bool]:
+    r"""The learning-rate scheduler (None for no schedule) and whether it is stepped every batch
+    (else every epoch). One-cycle peaks at each parameter group's own rate; it also cycles the
+    momentum (Adam's beta1) of ``fit``'s own Adam, as the shipped recipes trained, but never that
+    of a user's optimizer (``own=False``), whose settings other than the rate stay as given."""
+    if schedule is None:
+        return None, False
     if schedule == "exponential":
         return torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=lr_decay), False
     if not steps:
         raise ValueError("lr_schedule='onecycle' needs a train_loader with a length (len(loader) > 0)")
-    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, epochs=epochs,
-                                               steps_per_epoch=steps, pct_start=0.2), True
+    peaks = [group["lr"] for group in optimizer.param_groups]
+    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peaks, epochs=epochs,
+                                               steps_per_epoch=steps, pct_start=0.2,
+                                               cycle_momentum=own), True
 
 
 def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
-        device: str | torch.device = "cpu", lr: float = 1e-3, lr_decay: float = 0.96,
-        lr_schedule: str = "exponential", objective: Objective | LossFn | None = None,
+        device: str | torch.device | None = None, lr: float | None = None, lr_decay: float = 0.96,
+        lr_schedule: str | None = None, objective: Objective | LossFn | None = None,
         val_loader: Iterable[Batch] | None = None,
         augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
         optimizer: torch.optim.Optimizer | None = None, precision: str = "float32",
-        progress: bool = True, on_epoch_end: EpochCallback | None = None) -> dict[str, list]:
-    r"""Train ``model`` for ``epochs`` epochs with Adam; return the per-epoch history.
+        progress: bool = True, on_epoch_end: EpochCallback | None = None) -> History:
+    r"""Train ``model`` for ``epochs`` epochs; return its per-epoch history.
 
     Args:
+        device: where to train; the model is moved there. None: where the model already is.
         objective: what to minimise - an :class:`~capsedu.training.objectives.Objective` (told
             each epoch's number) or a function ``(model, images, targets) -> Loss``; defaults to
             ``model.loss`` when the model has one, else to its kind's default objective.
         augment: applied to each training batch of images (e.g. :func:`capsedu.random_shift`).
-        optimizer: defaults to :func:`default_optimizer` (Adam with learning rate ``lr``).
-        lr_schedule: ``"exponential"`` or ``"onecycle"`` (module docstring); ``lr_decay`` is the
-            per-epoch factor of the first and is ignored by the second.
+        lr: the learning rate of ``fit``'s own Adam (:func:`default_optimizer`; 1e-3 when None).
+        optimizer: your own optimizer, used as given: its rates are its own, so ``lr`` must be
+            left out (ValueError otherwise), and it gets no schedule unless ``lr_schedule`` asks.
+        lr_schedule: None (``"exponential"`` for fit's own Adam, nothing for your ``optimizer``),
+            ``"exponential"`` or ``"onecycle"`` (module docstring); ``lr_decay`` is the per-epoch
+            factor of ``"exponential"`` and is ignored otherwise.
         precision: ``"float32"`` or ``"bfloat16"`` (mixed precision where the machine has it;
             module docstring).
         progress: show a ``tqdm.auto`` progress bar (a widget in Jupyter, text elsewhere).
@@ -208,46 +264,44 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
             validation); returning True stops training early.
 
     Returns:
-        Per-epoch lists: ``epoch``, ``train_loss``, ``train_accuracy``, ``lr`` (at the epoch's
-        start), ``seconds`` (wall time, validation included), ``train_seconds`` (the training
-        pass alone), ``train_cpu_seconds`` (process CPU time of the training pass, all
-        threads), ``precision`` (what each epoch trained in) and, with ``val_loader``,
-        ``val_loss`` and ``val_accuracy``. The model is left
-        in train mode, as training leaves it.
+        A :class:`~capsedu._history.History` (a dict of per-epoch lists, the type the NumPy
+        ``fit`` of lesson 10 returns too) with the columns ``epoch``, ``train_loss``,
+        ``train_accuracy``, ``lr`` (at the epoch's start), ``seconds`` (wall time, validation
+        included), ``train_seconds`` (the training pass alone), ``train_cpu_seconds`` (process
+        CPU time of the training pass, all threads), ``precision`` (what each epoch trained in)
+        and, with ``val_loader``, ``val_loss`` and ``val_accuracy``. The model is left in train
+        mode, as training leaves it. A NaN or infinite training loss raises
+        ``FloatingPointError`` before its step (module docstring).
     """
     objective = resolve_objective(model, objective)
     require_int("epochs", epochs, minimum=1)
-    if lr_schedule not in SCHEDULES:
-        raise ValueError(f"lr_schedule must be one of {SCHEDULES}, got {lr_schedule!r}")
-    device = torch.device(device)
+    _require_plan(optimizer, lr, lr_schedule)
+    device = model_device(model) if device is None else torch.device(device)
     precision = _precision(precision, device)
     model.to(device)
-    optimizer = optimizer or default_optimizer(model, lr, device)
+    own = optimizer is None
+    if own:  # fit's own Adam decays exponentially unless told otherwise
+        optimizer = default_optimizer(model, DEFAULT_LR if lr is None else lr, device)
+        lr_schedule = lr_schedule or "exponential"
     steps = _length(train_loader)
-    scheduler, per_batch = _scheduler(optimizer, lr_schedule, lr, lr_decay, epochs, steps)
-    history: dict[str, list] = {key: [] for key in ("epoch", "train_loss", "train_accuracy", "lr",
-                                                    "seconds", "train_seconds", "train_cpu_seconds",
-                                                    "precision")}
+    scheduler, per_batch = _scheduler(optimizer, lr_schedule, lr_decay, epochs, steps, own=own)
+    history = History({name: [] for name in COLUMNS})
     for epoch in range(1, epochs + 1):
         start, cpu_start = time.perf_counter(), time.process_time()
-        history["lr"].append(optimizer.param_groups[0]["lr"])
+        rate = optimizer.param_groups[0]["lr"]
         model.train()
         with tqdm(total=steps, desc=f"epoch {epoch}/{epochs}", disable=not progress) as bar:
             train = _run_epoch(model, train_loader, device, _for_epoch(objective, epoch), bar,
                                optimizer, augment, scheduler if per_batch else None, precision)
-        history["train_seconds"].append(time.perf_counter() - start)
-        history["train_cpu_seconds"].append(time.process_time() - cpu_start)
-        history["epoch"].append(epoch)
-        history["precision"].append(precision)
-        history["train_loss"].append(train["loss"])
-        history["train_accuracy"].append(train["accuracy"])
-        if not per_batch:
+        record = {"epoch": epoch, "train_loss": train["loss"], "train_accuracy": train["accuracy"],
+                  "lr": rate, "train_seconds": time.perf_counter() - start,
+                  "train_cpu_seconds": time.process_time() - cpu_start, "precision": precision}
+        if scheduler is not None and not per_batch:
             scheduler.step()
         if val_loader is not None:
             val = evaluate(model, val_loader, device=device, objective=_for_epoch(objective, epoch))
-            history.setdefault("val_loss", []).append(val["loss"])
-            history.setdefault("val_accuracy", []).append(val["accuracy"])
-        history["seconds"].append(time.perf_counter() - start)
+            record |= {"val_loss": val["loss"], "val_accuracy": val["accuracy"]}
+        history.append({**record, "seconds": time.perf_counter() - start})
         if on_epoch_end is not None and on_epoch_end(epoch, history):
             break
     return history

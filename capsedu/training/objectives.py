@@ -38,7 +38,7 @@ from torch import nn
 from capsedu._validate import require_labels, require_tensor
 from capsedu.nets.capsnet import capsnet_loss
 from capsedu.nets.contract import Loss
-from capsedu.nets.losses import RECON_WEIGHT, margin_loss_unchecked, spread_loss
+from capsedu.nets.losses import RECON_WEIGHT, margin_loss, spread_loss
 from capsedu.nets.multi_digit import label_hits
 
 
@@ -92,7 +92,7 @@ class TwoDigitObjective(Objective):
         batch = len(images)
         v = model.class_capsules(images)  # (B, J, D)
         lengths = v.norm(dim=-1)  # (B, J)
-        margin = margin_loss_unchecked(lengths, targets.multi_hot)
+        margin = margin_loss(lengths, targets.multi_hot)
         both = torch.cat([v, v])  # (2B, J, D): each image once per digit
         masks = torch.cat([targets.labels[:, 0], targets.labels[:, 1]])  # (2B,)
         recon = model.decode(both, masks).view(2, batch, -1)  # (2, B, C*S*S)

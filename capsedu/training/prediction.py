@@ -2,10 +2,14 @@ r"""What a trained network says: :func:`predict` (one class per image) and :func
 (two digits per image, as the paper counts it).
 
 Both run in eval mode and restore the network's mode; both need only ``class_scores(images)``
-(:mod:`capsedu.nets.contract`).
+(:mod:`capsedu.nets.contract`). Both run where the network is: the images go to its device
+(``device=None``); an explicit ``device`` that is not the network's raises ``ValueError``
+(:func:`~capsedu.training.hardware.require_model_device`). The results come back on the CPU.
 
 Shape legend:
-    N      images;  B  batch size;  J  classes;  P  pairs
+    N      images, or MultiMNIST pairs
+    B      batch size
+    J      classes
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from torch import nn
 from capsedu._validate import require_int
 from capsedu.data.multimnist import MultiMNIST
 from capsedu.nets.multi_digit import pair_hits
+from capsedu.training.hardware import require_model_device
 from capsedu.training.modes import eval_mode
 
 
@@ -29,7 +34,7 @@ def require_class_scores(model: object, name: str = "model") -> nn.Module:
 
 @torch.no_grad()
 def predict(model: nn.Module, images: torch.Tensor, *, batch_size: int = 100,
-            device: str | torch.device = "cpu") -> torch.Tensor:
+            device: str | torch.device | None = None) -> torch.Tensor:
     r"""Predicted classes (N,) of ``images`` (N, C, H, W): the argmax of ``model.class_scores``
     (capsule lengths for a CapsNet, probabilities for a CNN), in eval mode; the mode is restored."""
     require_class_scores(model)
@@ -37,7 +42,7 @@ def predict(model: nn.Module, images: torch.Tensor, *, batch_size: int = 100,
     if not isinstance(images, torch.Tensor) or images.dim() != 4 or len(images) == 0:
         raise ValueError(f"images must be a non-empty (N, C, H, W) tensor, got "
                          f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
-    device = torch.device(device)
+    device = require_model_device(model, device)
     with eval_mode(model), torch.inference_mode():
         return torch.cat([model.class_scores(batch.to(device)).argmax(dim=1).cpu()
                           for batch in images.split(batch_size)])  # (N,)
@@ -45,17 +50,18 @@ def predict(model: nn.Module, images: torch.Tensor, *, batch_size: int = 100,
 
 @torch.no_grad()
 def pair_accuracy(model: nn.Module, pairs: MultiMNIST, *, batch_size: int = 500,
-                  device: str | torch.device = "cpu") -> dict[str, float]:
+                  device: str | torch.device | None = None) -> dict[str, float]:
     r"""Share of ``pairs`` with both labels right (``"both"``) and with at least one right
     (``"at_least_one"``), by ``model.class_scores``, in eval mode (the mode is restored)."""
     require_class_scores(model)
     if not isinstance(pairs, MultiMNIST):
         raise TypeError(f"pairs must be a capsedu MultiMNIST set, got {type(pairs).__name__}")
+    device = require_model_device(model, device)
     hits = []
     with eval_mode(model):
         for images, targets in pairs.batches(batch_size):
             scores = model.class_scores(images.to(device)).cpu()  # (B, J)
             hits.append(pair_hits(scores, targets.labels))
-    hits_all = torch.cat(hits)  # (P,)
+    hits_all = torch.cat(hits)  # (N,) one per pair
     return {"both": (hits_all == 2).float().mean().item(),
             "at_least_one": (hits_all >= 1).float().mean().item()}

@@ -1,10 +1,10 @@
 r"""The trained networks shipped with the course, loaded offline with their checksums verified.
 
 ``capsedu/zoo/weights/`` holds, for each shipped network ``NAME``, the checkpoint ``NAME.pt``
-(written by ``python -m capsedu.zoo.train NAME``) and ``NAME.json``: the network's kind, the
-recipe that trained it, its accuracy on its dataset's official test split, the training time and the
-load it was measured under, and the checkpoint's SHA-256. :func:`pretrained` recomputes the
-SHA-256 and refuses a file whose digest differs.
+(written by ``python -m coursetools.train_zoo NAME``, a tool of the repository) and ``NAME.json``:
+the network's kind, the recipe that trained it, its accuracy on its dataset's official test
+split, the training time and the load it was measured under, and the checkpoint's SHA-256.
+:func:`pretrained` recomputes the SHA-256 and refuses a file whose digest differs.
 
 Shipped names: ``"capsnet"`` (the CPU-configuration CapsNet of lessons 03-07, the default),
 ``"cnn"`` (lesson 08's baseline CNN, trained by the same recipe on the same images), and for
@@ -22,13 +22,14 @@ scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons pr
 
 from __future__ import annotations
 
+import base64
 import difflib
-import importlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -57,14 +58,12 @@ def shipped_paths(name: str, weights_dir: str | os.PathLike | None = None) -> tu
 
 def _what_to_do(name: str, weights_dir: str | os.PathLike | None) -> str:
     r"""What a learner can do about a missing network: train its recipe, or use a known name."""
-    # imported by name, on this error path only: the recipes (and through them every network
-    # module) never change what pretrained() returns, so a lesson that loads a network is not
-    # re-executed when, say, EM routing changes (coursetools.fingerprint follows import statements)
-    RECIPES = importlib.import_module("capsedu.zoo.recipes").RECIPES
+    from capsedu.zoo.recipes import RECIPES  # on this error path only (it imports every network)
+
     known = available(weights_dir)
     shipped = f"shipped: {', '.join(map(repr, known)) or 'none'}"
     if name in RECIPES:
-        return f"{shipped}; `python -m capsedu.zoo.train {name}` trains it"
+        return f"{shipped}; `python -m coursetools.train_zoo {name}` trains it (in the repository)"
     close = difflib.get_close_matches(name, sorted({*known, *RECIPES}), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"{shipped}; recipes: {', '.join(map(repr, sorted(RECIPES)))}{hint}"
@@ -83,6 +82,25 @@ def pretrained_metrics(name: str = DEFAULT, *,
         raise CheckpointError(f"{json_path} is not valid JSON ({error}); reinstall capsedu") from None
 
 
+def correct_on_test(name: str = DEFAULT, *,
+                    weights_dir: str | os.PathLike | None = None) -> torch.Tensor:
+    r"""Which test images (N,) the shipped network ``name`` got right, as its record says: a bool
+    per image of its dataset's official test split, in order (MultiMNIST: the course's fixed
+    test pairs, both digits right), whose mean is its ``test_accuracy``; for paired comparisons
+    of two networks on the same images. ``NAME.json``'s ``test_correct`` is base64 of
+    ``numpy.packbits`` (written by ``python -m coursetools.train_zoo``)."""
+    metrics = pretrained_metrics(name, weights_dir=weights_dir)
+    images = metrics["test_data"]["images"]
+    if "test_correct" not in metrics:
+        raise CheckpointError(f"{name}.json records no per-image test results (test_correct); "
+                              f"`python -m coursetools.train_zoo {name}` writes them")
+    packed = np.frombuffer(base64.b64decode(metrics["test_correct"]), dtype=np.uint8)
+    if len(packed) != (images + 7) // 8:
+        raise CheckpointError(f"{name}.json's test_correct holds {len(packed) * 8} bits for "
+                              f"{images} test images; reinstall capsedu or retrain it")
+    return torch.from_numpy(np.unpackbits(packed, count=images).astype(bool))  # (N,)
+
+
 def pretrained(name: str = DEFAULT, *, map_location: str | torch.device = "cpu",
                weights_dir: str | os.PathLike | None = None) -> nn.Module:
     r"""The shipped trained network ``name`` in eval mode, after checking its SHA-256.
@@ -96,7 +114,8 @@ def pretrained(name: str = DEFAULT, *, map_location: str | torch.device = "cpu",
     metrics = pretrained_metrics(name, weights_dir=weights_dir)
     if not checkpoint.is_file():
         raise CheckpointError(f"the checkpoint {checkpoint} named by {json_path.name} is missing; "
-                              f"reinstall capsedu or run `python -m capsedu.zoo.train {name}`")
+                              f"reinstall capsedu or run `python -m coursetools.train_zoo {name}` "
+                              "in the repository")
     actual = file_sha256(checkpoint)
     if actual != metrics.get("sha256"):
         raise CheckpointError(f"{checkpoint} fails its checksum: SHA-256 {actual[:16]}... but "

@@ -12,7 +12,7 @@ r"""The small vocabulary every exercise check is written in.
 The checks that need a network to probe the learner's code take it from :mod:`._probe`, so that
 a lesson whose checks need none does not depend on the CapsNet's code.
 
-Shape legend: shapes are those of the check that calls these helpers.
+Shape legend: none of its own (the shapes are those of the check that calls these helpers).
 """
 
 from __future__ import annotations

@@ -11,8 +11,12 @@ and, when it fails, compares the learner's result with the gradient one forgotte
 would give, so that the hint names that term.
 
 Shape legend:
-    B      batch size;  I input capsules, J output capsules, D their dimension
-    P      pixels;  K primary capsule dimension
+    B      batch size
+    I      input capsules
+    J      output capsules
+    D      output capsule dimension
+    D_in   primary capsule dimension
+    P      pixels per image
 """
 
 from __future__ import annotations
@@ -152,8 +156,8 @@ def torch_gradients(params: dict[str, np.ndarray], images: np.ndarray, targets: 
     weights = {name: torch.tensor(p, dtype=torch.float64, requires_grad=True) for name, p in params.items()}
     x = torch.tensor(images.reshape(len(images), -1), dtype=torch.float64)  # (B, P)
     num_caps, _, _, caps_dim = params["W"].shape
-    h = x @ weights["A"] + weights["a"]  # (B, I*K)
-    u = squash(h.view(len(x), num_caps, caps_dim))  # (B, I, K)
+    h = x @ weights["A"] + weights["a"]  # (B, I*D_in)
+    u = squash(h.view(len(x), num_caps, caps_dim))  # (B, I, D_in)
     u_hat = torch.einsum("ijdk,bik->bijd", weights["W"], u)  # (B, I, J, D)
     v, _ = dynamic_routing(u_hat, routing_iterations, detach_inner=detach_inner)  # (B, J, D)
     lengths = torch.sqrt((v * v).sum(dim=-1) + 1e-8)  # (B, J)

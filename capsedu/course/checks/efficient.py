@@ -5,7 +5,10 @@ Each check runs the learner's function on seeded inputs, compares it with the ri
 and when it differs recomputes the step with the likely mistakes to name the one that was made.
 
 Shape legend (the lesson's layout):
-    B      images;  I  input capsules;  J  output capsules;  D  capsule dimension
+    B      batch size (images)
+    I      input capsules
+    J      output capsules
+    D      capsule dimension
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from capsedu.nets.self_attention import efficient_squash
 from capsedu.nets.squash import squash
 
 
-def uniform_variant(u_hat: torch.Tensor, b: torch.Tensor, *, kind: str = "right") -> torch.Tensor:
-    r"""Class capsules (B, J, D) with every coupling 1/J plus the learned prior ``b`` (I, J), as
-    Efficient-CapsNet's class layer would compute them without attention - or a usual mistake."""
+def uniform_variant(u_hat: torch.Tensor, prior: torch.Tensor, *, kind: str = "right") -> torch.Tensor:
+    r"""Class capsules (B, J, D) with every coupling 1/J plus the learned ``prior`` (I, J), the
+    paper's :math:`b_{ij}`, as Efficient-CapsNet's class layer would compute them without
+    attention - or a usual mistake."""
     num_out = u_hat.shape[2]
-    weights = {"no_prior": torch.full_like(b, 1 / num_out), "over_inputs": 1 / u_hat.shape[1] + b,
-               "softmax_prior": torch.softmax(b, dim=1)}.get(kind, 1 / num_out + b)
+    weights = {"no_prior": torch.full_like(prior, 1 / num_out),
+               "over_inputs": 1 / u_hat.shape[1] + prior,
+               "softmax_prior": torch.softmax(prior, dim=1)}.get(kind, 1 / num_out + prior)
     s = torch.einsum("ij,bijd->bjd", weights.to(u_hat), u_hat)  # (B, J, D)
     if kind == "eq1":
         return squash(s)
@@ -44,14 +49,14 @@ _UNIFORM_MISTAKES = [
 
 def check_uniform_couplings(fn: Callable[[torch.Tensor, torch.Tensor], object], *,
                             quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(u_hat (B, I, J, D), b (I, J)) -> (B, J, D)``: Efficient-CapsNet's class capsules
-    with the attention replaced by uniform couplings 1/J (the prior ``b`` still added)."""
+    r"""Check ``fn(u_hat (B, I, J, D), prior (I, J)) -> (B, J, D)``: Efficient-CapsNet's class
+    capsules with the attention replaced by uniform couplings 1/J (the prior b_ij still added)."""
     generator = torch.Generator().manual_seed(23)
     u_hat = torch.randn(2, 6, 4, 5, generator=generator, dtype=torch.float64)  # (B, I, J, D)
-    b = 0.1 * torch.randn(6, 4, generator=generator, dtype=torch.float64)  # (I, J)
-    result, hint = call_learner(fn, u_hat.clone(), b.clone(), what="your uniform_capsules")
-    mistakes = [(lambda kind=kind: uniform_variant(u_hat, b, kind=kind), text) for kind, text in _UNIFORM_MISTAKES]
-    hint = hint or diagnose(result, uniform_variant(u_hat, b), mistakes,
+    prior = 0.1 * torch.randn(6, 4, generator=generator, dtype=torch.float64)  # (I, J)
+    result, hint = call_learner(fn, u_hat.clone(), prior.clone(), what="your uniform_capsules")
+    mistakes = [(lambda kind=kind: uniform_variant(u_hat, prior, kind=kind), text) for kind, text in _UNIFORM_MISTAKES]
+    hint = hint or diagnose(result, uniform_variant(u_hat, prior), mistakes,
                             "s_j = sum_i (1/J + b_ij) u_hat_{j|i}, v_j = efficient_squash(s_j)",
                             what="class capsules v (B, J, D)", atol=1e-7)
     return verdict(hint, "uniform_capsules: the same class layer with the attention switched off.",

@@ -6,7 +6,10 @@ Each check runs the learner's function on a small seeded problem, compares it wi
 outside log space ...) to name the one that was made.
 
 Shape legend (the lesson's layout):
-    B      images;  I  input capsules;  J  output capsules;  H  pose entries
+    B      batch size (images)
+    I      input capsules
+    J      output capsules
+    M      pose entries
 """
 
 from __future__ import annotations
@@ -34,23 +37,24 @@ def _problem(seed: int = 0, far: bool = False) -> dict[str, torch.Tensor]:
     return {"R": R, "activations": activations, "votes": votes, "beta_u": beta_u, "beta_a": beta_a}
 
 
-def m_step_variant(R, activations, votes, beta_u, beta_a, lam, *, renormalise=False,
-                   weight_by_activation=True, mass_in_cost=True, weighted_variance=True):
+def m_step_variant(R, activations, votes, beta_u, beta_a, inverse_temperature, *,
+                   renormalise=False, weight_by_activation=True, mass_in_cost=True,
+                   weighted_variance=True):
     r"""The M-step (mu, sigma_sq, a_out) in the lesson's layout, or one of its usual mistakes."""
     R_weighted = R * activations[..., None] if weight_by_activation else R  # (B, I, J)
     if renormalise:  # the port's line: sum over j back to 1, which cancels a_i
         R_weighted = R_weighted / (R_weighted.sum(dim=2, keepdim=True) + EPS)
     mass = R_weighted.sum(dim=1)  # (B, J)
-    mu = torch.einsum("bij,bijh->bjh", R_weighted, votes) / (mass[..., None] + EPS)  # (B, J, H)
-    deviation_sq = (votes - mu[:, None]) ** 2  # (B, I, J, H)
+    mu = torch.einsum("bij,bijh->bjh", R_weighted, votes) / (mass[..., None] + EPS)  # (B, J, M)
+    deviation_sq = (votes - mu[:, None]) ** 2  # (B, I, J, M)
     if weighted_variance:
         sigma_sq = torch.einsum("bij,bijh->bjh", R_weighted, deviation_sq) / (mass[..., None] + EPS) + EPS
     else:
         sigma_sq = deviation_sq.mean(dim=1) + EPS
-    cost = beta_u[:, None] + 0.5 * torch.log(sigma_sq)  # (B, J, H)
+    cost = beta_u[:, None] + 0.5 * torch.log(sigma_sq)  # (B, J, M)
     if mass_in_cost:
         cost = cost * mass[..., None]
-    return mu, sigma_sq, torch.sigmoid(lam * (beta_a - cost.sum(dim=-1)))
+    return mu, sigma_sq, torch.sigmoid(inverse_temperature * (beta_a - cost.sum(dim=-1)))
 
 
 _M_MISTAKES = [
@@ -66,34 +70,35 @@ _M_MISTAKES = [
 ]
 
 
-def _m_step_hint(result: object, p: dict[str, torch.Tensor], lam: float) -> str:
+def _m_step_hint(result: object, p: dict[str, torch.Tensor], inverse_temperature: float) -> str:
     names = ("mu", "sigma_sq", "a_out")
     if not isinstance(result, tuple) or len(result) != 3:
         return f"return a tuple (mu, sigma_sq, a_out), got {type(result).__name__}"
-    expected = m_step_variant(**p, lam=lam)
+    expected = m_step_variant(**p, inverse_temperature=inverse_temperature)
     for name, got, want in zip(names, result, expected):
         if not isinstance(got, torch.Tensor) or got.shape != want.shape:
             return f"{name} must have shape {tuple(want.shape)} (B, J, ...), got {shape_of(got)}"
     if all(close(got, want, rtol=1e-5, atol=1e-8) for got, want in zip(result, expected)):
         return ""
     for options, hint in _M_MISTAKES:
-        variant = m_step_variant(**p, lam=lam, **options)
+        variant = m_step_variant(**p, inverse_temperature=inverse_temperature, **options)
         if all(close(got, want, rtol=1e-5, atol=1e-8) for got, want in zip(result, variant)):
             return hint
     wrong = [name for name, got, want in zip(names, result, expected) if not close(got, want, rtol=1e-5, atol=1e-8)]
     if wrong == ["a_out"]:
-        return ("mu and sigma^2 are right; a_out is not: a_j = sigmoid(lam * (beta_a_j - "
-                "sum_h cost_jh)), with cost_jh = (beta_u_j + 0.5 * log sigma^2_jh) * sum_i R'_ij")
+        return ("mu and sigma^2 are right; a_out is not: a_j = sigmoid(inverse_temperature * "
+                "(beta_a_j - sum_h cost_jh)), with cost_jh = (beta_u_j + 0.5 * log sigma^2_jh) * sum_i R'_ij")
     return (f"{', '.join(wrong)} differ from the M-step: mu = sum_i R'V / sum_i R', sigma^2 = "
             f"sum_i R'(V - mu)^2 / sum_i R' + eps, with R' = R * a (eps = {EPS} in both denominators)")
 
 
 def check_m_step(fn: Callable, *, quiet: bool = False) -> CheckResult:
-    r"""``fn(R, activations, votes, beta_u, beta_a, lam)`` must return the M-step's
-    ``(mu, sigma_sq, a_out)``: (B, J, H), (B, J, H), (B, J)."""
-    p, lam = _problem(1), 0.3
-    result, hint = call_learner(fn, *(t.clone() for t in p.values()), lam, what="your m_step")
-    hint = hint or _m_step_hint(result, p, lam)
+    r"""``fn(R, activations, votes, beta_u, beta_a, inverse_temperature)`` must return the
+    M-step's ``(mu, sigma_sq, a_out)``: (B, J, M), (B, J, M), (B, J)."""
+    p, inverse_temperature = _problem(1), 0.3
+    result, hint = call_learner(fn, *(t.clone() for t in p.values()), inverse_temperature,
+                                what="your m_step")
+    hint = hint or _m_step_hint(result, p, inverse_temperature)
     return verdict(hint, "m_step weighs every vote by R * a, and the activation by the cost of "
                    "describing the votes.", quiet=quiet)
 
@@ -101,8 +106,8 @@ def check_m_step(fn: Callable, *, quiet: bool = False) -> CheckResult:
 def e_step_variant(votes, mu, sigma_sq, a_out, *, log_space=True, softmax_dim=2,
                    with_activation=True, with_normaliser=True):
     r"""The E-step R (B, I, J) in the lesson's layout, or one of its usual mistakes."""
-    deviation = (votes - mu[:, None]) ** 2 / (2 * sigma_sq[:, None])  # (B, I, J, H)
-    normaliser = 0.5 * torch.log(sigma_sq) + 0.5 * math.log(2 * math.pi)  # (B, J, H)
+    deviation = (votes - mu[:, None]) ** 2 / (2 * sigma_sq[:, None])  # (B, I, J, M)
+    normaliser = 0.5 * torch.log(sigma_sq) + 0.5 * math.log(2 * math.pi)  # (B, J, M)
     log_p = -(deviation + (normaliser[:, None] if with_normaliser else 0)).sum(dim=-1)  # (B, I, J)
     logits = log_p + torch.log(a_out)[:, None] if with_activation else log_p
     if log_space:
@@ -142,7 +147,7 @@ def check_e_step(fn: Callable, *, quiet: bool = False) -> CheckResult:
     r"""``fn(votes, mu, sigma_sq, a_out)`` must return the E-step's assignments R (B, I, J),
     finite even for a child whose votes are far from every Gaussian."""
     probes, results, hint = [], [], ""
-    mu, sigma_sq, a_out = m_step_variant(**_problem(2), lam=0.3)  # the Gaussians, fitted once
+    mu, sigma_sq, a_out = m_step_variant(**_problem(2), inverse_temperature=0.3)  # fitted once
     for far in (False, True):
         args = (_problem(2, far=far)["votes"], mu, sigma_sq, a_out)
         result, hint = call_learner(fn, *(t.clone() for t in args), what="your e_step")

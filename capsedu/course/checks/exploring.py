@@ -6,8 +6,11 @@ Each check runs the learner's function, compares it with :mod:`capsedu.explore`,
 pass or a hint that names the most likely mistake.
 
 Shape legend:
-    I      primary capsules = T * G * G, J digit capsules, D_out digit capsule dimension (16)
-    T      primary capsule types, G the side of their grid
+    I      primary capsules = T * G * G
+    J      digit capsules
+    D_out  digit capsule dimension (16)
+    T      primary capsule types
+    G      side of their grid
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ Each check runs the learner's function on probes built to tell the likely mistak
 prints a pass or a hint that names the mistake.
 
 Shape legend:
-    B      images;  J classes (10);  D digit-capsule dimension (16);  S canvas side (36)
+    B      batch size (images)
+    J      classes (10)
+    D      digit-capsule dimension (16)
+    S      canvas side (36)
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Callable
 import torch
 
 from capsedu.course.checks._kit import CheckResult, call_learner, shape_of, verdict
-from capsedu.nets.capsnet import CapsNet, check_capsnet
+from capsedu.nets.capsnet import CapsNet, require_capsnet
 from capsedu.nets.multi_digit import pair_hits
 
 
@@ -83,7 +86,7 @@ def check_reconstruct_one(fn: Callable[[CapsNet, torch.Tensor, torch.Tensor], to
                           model: CapsNet, *, quiet: bool = False) -> CheckResult:
     r"""``fn(model, capsules, classes)`` must decode capsules (B, J, D) with every capsule but the
     one of ``classes`` (B,) set to zero: (B, 1, S, S), as ``model.decode(capsules, classes)``."""
-    check_capsnet(model)
+    require_capsnet(model)
     capsules, classes = _reconstruction_probe(model)
     original = capsules.clone()
     with torch.no_grad():

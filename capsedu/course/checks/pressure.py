@@ -4,7 +4,10 @@ Each check runs the learner's function on seeded inputs, compares it with capsed
 when it differs recomputes the step with the likely mistakes to name the one that was made.
 
 Shape legend (the lesson's layout):
-    B  images in a batch;  N  images;  I  capsules;  C, H, W  channels, height, width
+    B      batch size (images in a batch)
+    N      images
+    I      input capsules (the primary capsules a check reads)
+    C, H, W  channels, height, width
 """
 
 from __future__ import annotations

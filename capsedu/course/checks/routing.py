@@ -7,9 +7,11 @@ Shape legend:
     D_in   input capsule dimension
     D_out  output capsule dimension (D inside routing)
 
-Each check runs the learner's function on small random inputs, compares it with ``capsedu`` and,
-when it differs, with the typical mistakes (softmax over the wrong axis, no squash, logits never
-or wrongly updated, an iteration too many or too few, ...) so that the hint names the likely bug.
+Each check runs the learner's function on small random inputs and compares it with
+:func:`capsedu.dynamic_routing`, the one Procedure 1 of the package; when it differs, the hint names
+the likely bug, read off the learner's own output (couplings that sum to 1 over the inputs, a
+``v`` that is the unsquashed sum of the learner's own couplings, logits never or wrongly updated,
+an iteration too many or too few, ...), so no second, deliberately broken, Procedure 1 is needed.
 """
 
 from __future__ import annotations
@@ -31,53 +33,68 @@ def _random_u_hat(batch: int = 2, caps_in: int = 12, caps_out: int = 4, dim: int
     return scale * torch.randn(batch, caps_in, caps_out, dim, generator=generator)  # (B, I, J, D)
 
 
-def _route(u_hat: torch.Tensor, routing_iterations: int, *, softmax_dim: int = 2,
-           squash_dim: int | None = -1,
-           update: str = "add") -> list[tuple[torch.Tensor, torch.Tensor]]:
-    r"""Procedure 1 with one knob per typical bug; returns ``(v, c)`` of every iteration."""
-    b = torch.zeros(u_hat.shape[:3], dtype=u_hat.dtype)  # (B, I, J)
-    steps = []
-    for _ in range(routing_iterations):
-        c = torch.softmax(b, dim=softmax_dim)  # (B, I, J)
-        s = (c.unsqueeze(-1) * u_hat).sum(dim=1)  # (B, J, D)
-        v = s if squash_dim is None else squash(s, dim=squash_dim)  # (B, J, D)
-        steps.append((v, c))
-        agreement = (u_hat * v.unsqueeze(1)).sum(dim=-1)  # (B, I, J)
-        b = b + agreement if update == "add" else (agreement if update == "replace" else b)
-    return steps
+SOFTMAX_OVER_INPUTS = ("c is a softmax over the input capsules I (dim=1); Eq. 3 takes it over "
+                       "the output capsules J (dim=2), so each c_i sums to 1 over j")
+NOT_SQUASHED = "v is not squashed: apply squash(s, dim=-1) (Eq. 1) to s_j"
+SQUASH_AXIS = ("squash runs over the wrong axis: each capsule vector s_j lies along the "
+               "last dimension D, so use squash(s, dim=-1)")
+NEVER_UPDATED = ("the logits b never change, so c stays uniform: add the agreement "
+                 "u_hat . v to b after each iteration")
+REPLACED = "b is replaced by the agreement instead of accumulated: use b = b + (u_hat * v).sum(-1)"
 
 
-_BUGS: list[tuple[dict, str]] = [
-    ({"softmax_dim": 1}, ("c is a softmax over the input capsules I (dim=1); Eq. 3 takes it over "
-                         "the output capsules J (dim=2), so each c_i sums to 1 over j")),
-    ({"squash_dim": None}, "v is not squashed: apply squash(s, dim=-1) (Eq. 1) to s_j"),
-    ({"squash_dim": 1}, ("squash runs over the wrong axis: each capsule vector s_j lies along the "
-                        "last dimension D, so use squash(s, dim=-1)")),
-    ({"update": "none"}, ("the logits b never change, so c stays uniform: add the agreement "
-                         "u_hat . v to b after each iteration")),
-    ({"update": "replace"}, ("b is replaced by the agreement instead of accumulated: "
-                            "use b = b + (u_hat * v).sum(-1)")),
-]
+def _sums_over_inputs(c: torch.Tensor) -> bool:
+    r"""True when the couplings (B, I, J) sum to 1 over the inputs I and not over the outputs J."""
+    return close(c.sum(dim=1), torch.ones_like(c[:, 0])) and not close(c.sum(dim=2), torch.ones_like(c[..., 0]))
+
+
+def _weighted_sum(c: torch.Tensor, u_hat: torch.Tensor) -> torch.Tensor:
+    r"""Eq. 2 with the learner's own couplings: s (B, J, D)."""
+    return (c.detach().unsqueeze(-1) * u_hat).sum(dim=1)  # (B, J, D)
+
+
+def _replaced(u_hat: torch.Tensor, v_before: torch.Tensor) -> torch.Tensor:
+    r"""The couplings (B, I, J) when b holds only the agreement with the previous output v (B, J, D)."""
+    return torch.softmax((u_hat * v_before.unsqueeze(1)).sum(dim=-1), dim=2)  # (B, I, J)
+
+
+def _mistake(v: torch.Tensor, c: torch.Tensor, u_hat: torch.Tensor, r: int) -> str:
+    r"""The typical bug that the learner's ``(v, c)`` after ``r`` iterations shows, or "".
+
+    With the logits replaced instead of accumulated, iteration 2 is still right (b starts at 0),
+    so after r = 3 iterations c is the softmax of the agreement with the right second v.
+    """
+    if _sums_over_inputs(c):
+        return SOFTMAX_OVER_INPUTS
+    s = _weighted_sum(c, u_hat)  # (B, J, D)
+    if close(v, s):
+        return NOT_SQUASHED
+    if close(v, squash(s, dim=1)):
+        return SQUASH_AXIS
+    if r > 1 and close(c, torch.full_like(c, 1 / c.shape[2])):
+        return NEVER_UPDATED
+    if r == 3 and close(c, _replaced(u_hat, dynamic_routing(u_hat, 2)[0])):
+        return REPLACED
+    return ""
 
 
 def _diagnose(v: object, c: object, u_hat: torch.Tensor, r: int) -> str:
-    r"""Name the typical bug whose output matches ``(v, c)``, or describe what is off."""
-    for options, hint in _BUGS:
-        bug_v, bug_c = _route(u_hat, r, **options)[-1]
-        if close(v, bug_v) and close(c, bug_c):
-            return hint
-    for other in (r - 1, r + 1):
-        if other >= 1 and close(v, dynamic_routing(u_hat, other)[0]):
-            return (f"your routing ran {other} iterations when asked for {r}: loop exactly "
-                    f"routing_iterations times and update b only between iterations")
+    r"""Name the typical bug that explains ``(v, c)``, or describe what is off."""
     ref_v, ref_c = dynamic_routing(u_hat, r)
-    if close(v, ref_v):
-        return ("v is right but c is not: return the coupling coefficients used for the last v, "
-                "not softmax(b) after a further update of b")
     if not isinstance(v, torch.Tensor) or v.shape != ref_v.shape:
         return f"v must have shape (B, J, D) = {tuple(ref_v.shape)}, got {shape_of(v)}"
     if not isinstance(c, torch.Tensor) or c.shape != ref_c.shape:
         return f"c must have shape (B, I, J) = {tuple(ref_c.shape)}, got {shape_of(c)}"
+    mistake = _mistake(v, c, u_hat, r)
+    if mistake:
+        return mistake
+    for other in (r - 1, r + 1):
+        if other >= 1 and close(v, dynamic_routing(u_hat, other)[0]):
+            return (f"your routing ran {other} iterations when asked for {r}: loop exactly "
+                    f"routing_iterations times and update b only between iterations")
+    if close(v, ref_v):
+        return ("v is right but c is not: return the coupling coefficients used for the last v, "
+                "not softmax(b) after a further update of b")
     return ("v and c differ from capsedu.dynamic_routing; go through Procedure 1 line by line: "
             "c = softmax(b, dim=J), s = sum_i c u_hat, v = squash(s), b += u_hat . v")
 
@@ -117,10 +134,13 @@ def _history_hint(history: list, reference: list[torch.Tensor], u_hat: torch.Ten
     if close(history[0], reference[1]):
         return ("your history is shifted by one iteration: the first entry must be the uniform "
                 "c = softmax(0) = 1/J, recorded before b is updated")
-    for options, hint in _BUGS:
-        bug = [c for _, c in _route(u_hat, len(reference), **options)]
-        if all(close(c, ref) for c, ref in zip(history, bug)):
-            return hint
+    if all(_sums_over_inputs(c) for c in history):
+        return SOFTMAX_OVER_INPUTS
+    if all(close(c, torch.full_like(c, 1 / c.shape[2])) for c in history):
+        return NEVER_UPDATED
+    if all(close(c, _replaced(u_hat, squash(_weighted_sum(c_before, u_hat))))
+           for c_before, c in zip(history, history[1:])):
+        return REPLACED
     if all(close(c, reference[-1]) for c in history):
         return ("every entry holds the last iteration's c: the list holds one tensor updated in "
                 "place (c.copy_ or c[...] =); append the new tensor softmax(b) returns each time")

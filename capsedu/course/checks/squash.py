@@ -2,8 +2,8 @@ r"""Checks for lesson 01: the squashing non-linearity (Sabour et al. 2017, Eq. 1
 
 Shape legend:
     B      batch size
-    J      capsules per item
-    D      capsule dimension; the learner's squash works along the last dimension
+    J      output capsules per item
+    D      capsule dimension (the learner's squash works along the last dimension)
 
 .. math::
 

@@ -1,7 +1,7 @@
 r"""Checks for lesson 00 (start here): reading a capsule's length and its pose angle.
 
 Shape legend:
-    N      number of capsules
+    J      capsules of one layer (its output capsules), one per row
     D      capsule dimension (2 for the pose-angle exercise, so the vector can be drawn)
 
 A capsule's length :math:`\lVert\mathbf v\rVert = \sqrt{\sum_d v_d^2}` is the probability that its
@@ -22,9 +22,9 @@ TensorFn = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _probe_capsules() -> torch.Tensor:
-    r"""Six 4-D capsules with mixed signs and lengths, (N, D) = (6, 4)."""
+    r"""Six 4-D capsules with mixed signs and lengths, (J, D) = (6, 4)."""
     generator = torch.Generator().manual_seed(0)
-    return torch.randn(6, 4, generator=generator, dtype=torch.float64) * 0.5  # (N, D)
+    return torch.randn(6, 4, generator=generator, dtype=torch.float64) * 0.5  # (J, D)
 
 
 def _as_output(fn: TensorFn, v: torch.Tensor) -> tuple[torch.Tensor | None, str]:
@@ -49,7 +49,7 @@ def _length_hint(out: torch.Tensor, v: torch.Tensor) -> str:
                 "each row is one capsule, so use dim=-1")
     if tuple(out.shape) != (n,):
         return f"expected shape ({n},), one length per capsule, got {tuple(out.shape)}"
-    expected = torch.sqrt((v * v).sum(dim=-1))  # (N,)
+    expected = torch.sqrt((v * v).sum(dim=-1))  # (J,)
     if torch.allclose(out, expected, rtol=1e-5, atol=1e-7):
         return ""
     wrong_answers = [
@@ -65,19 +65,19 @@ def _length_hint(out: torch.Tensor, v: torch.Tensor) -> str:
 
 
 def check_capsule_length(fn: TensorFn, *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(v)`` returns the Euclidean length of each capsule: (N, D) -> (N,)."""
-    v = _probe_capsules()  # (N, D)
+    r"""Check ``fn(v)`` returns the Euclidean length of each capsule: (J, D) -> (J,)."""
+    v = _probe_capsules()  # (J, D)
     out, hint = _as_output(fn, v)
     return verdict(hint or _length_hint(out, v),
                    "capsule lengths are right: ||v|| = sqrt(sum of squares), one per capsule", quiet=quiet)
 
 
 def _probe_poses() -> torch.Tensor:
-    r"""2-D capsules, two in each quadrant, with different lengths, (N, 2) = (8, 2)."""
+    r"""2-D capsules, two in each quadrant, with different lengths, (J, 2) = (8, 2)."""
     angles = torch.tensor([20.0, 70.0, 110.0, 160.0, -160.0, -110.0, -70.0, -20.0], dtype=torch.float64)
     lengths = torch.linspace(0.2, 0.95, len(angles), dtype=torch.float64)
     radians = torch.deg2rad(angles)
-    return torch.stack([lengths * torch.cos(radians), lengths * torch.sin(radians)], dim=-1)  # (N, 2)
+    return torch.stack([lengths * torch.cos(radians), lengths * torch.sin(radians)], dim=-1)  # (J, 2)
 
 
 def _same_angle(a: torch.Tensor, b: torch.Tensor, period: float) -> bool:
@@ -91,7 +91,7 @@ def _angle_hint(out: torch.Tensor, v: torch.Tensor) -> str:
         return (f"expected one angle per capsule, shape ({v.shape[0]},), got {tuple(out.shape)}: "
                 "use v[:, 0] for x and v[:, 1] for y")
     x, y = v[:, 0], v[:, 1]
-    expected = torch.rad2deg(torch.atan2(y, x))  # (N,)
+    expected = torch.rad2deg(torch.atan2(y, x))  # (J,)
     if _same_angle(out, expected, 360.0):
         return ""
     if _same_angle(out, torch.atan2(y, x), 2 * math.pi):
@@ -106,8 +106,8 @@ def _angle_hint(out: torch.Tensor, v: torch.Tensor) -> str:
 
 
 def check_pose_angle(fn: TensorFn, *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(v)`` returns each 2-D capsule's direction in degrees: (N, 2) -> (N,)."""
-    v = _probe_poses()  # (N, 2)
+    r"""Check ``fn(v)`` returns each 2-D capsule's direction in degrees: (J, 2) -> (J,)."""
+    v = _probe_poses()  # (J, 2)
     out, hint = _as_output(fn, v)
     return verdict(hint or _angle_hint(out, v), "pose angles are right: atan2(y, x) in degrees",
                    quiet=quiet)

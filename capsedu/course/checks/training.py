@@ -166,7 +166,7 @@ def check_margin_violations(fn: MarginFn, *, quiet: bool = False) -> CheckResult
 def _uniform_variants(model: CapsNet, images: torch.Tensor) -> dict[str, torch.Tensor]:
     r"""The right answer, routing with r = 1, and the usual mistakes, as lengths (B, J)."""
     with torch.no_grad():
-        u_hat = model.digits.prediction_vectors(model.encode(images))  # (B, I, J, D)
+        u_hat = model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
         s = u_hat.sum(dim=1) / u_hat.shape[2]  # (B, J, D): c_ij = 1/J for every i, j
         return {"right": squash(s).norm(dim=-1),
                 "the mean over the I inputs (c = 1/I) instead of c_ij = 1/J: s_j = sum_i u_hat / J":

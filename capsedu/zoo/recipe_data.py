@@ -35,7 +35,7 @@ def fixed_pairs(digits: MNISTData, recipe: Recipe, fixed: dict[str, int] = MULTI
     return MultiMNIST(digits, fixed["num_pairs"], seed=fixed["seed"], **options)
 
 
-def _check_canvas(canvas: int) -> int:
+def _require_canvas(canvas: int) -> int:
     if canvas not in (28, CANVAS):
         raise ValueError(f"recipe.canvas must be 28 or {CANVAS}, got {canvas!r}")
     return canvas
@@ -43,7 +43,7 @@ def _check_canvas(canvas: int) -> int:
 
 def padded(digits: MNISTData, canvas: int) -> MNISTData:
     r"""``digits`` centred on a black ``canvas`` x ``canvas`` image (28: unchanged)."""
-    if _check_canvas(canvas) == digits.images.shape[-1]:
+    if _require_canvas(canvas) == digits.images.shape[-1]:
         return digits
     pad = (canvas - digits.images.shape[-1]) // 2
     return MNISTData(torch.nn.functional.pad(digits.images, [pad] * 4), digits.labels,  # (N, C, 40, 40)
@@ -66,7 +66,7 @@ def recipe_data(recipe: Recipe, data_root: str | os.PathLike | None = None) -> d
     if recipe.pairs:
         data["validation"] = fixed_pairs(data["validation"], recipe, MULTIMNIST_VALIDATION)
         data["test"] = fixed_pairs(data["test"], recipe)
-    if _check_canvas(recipe.canvas) == CANVAS:
+    if _require_canvas(recipe.canvas) == CANVAS:
         data["validation_affnist"] = affnist_like_40(data["validation"])
         data["validation"], data["test"] = on_canvas(data["validation"]), on_canvas(data["test"])
     return data
