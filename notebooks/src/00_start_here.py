@@ -377,10 +377,10 @@ def draw(parts: dict[str, torch.Tensor], places: dict[str, tuple[int, int]], siz
 def detect(image: torch.Tensor, template: torch.Tensor) -> torch.Tensor:
     """Normalised cross-correlation map, (H - h + 1, W - w + 1), 1.0 = perfect match."""
     h, w = template.shape
-    patches = torch.nn.functional.unfold(image[None, None], (h, w))[0].T  # (L, h*w)
+    patches = torch.nn.functional.unfold(image[None, None], (h, w))[0].T  # (Q, h*w): Q positions
     patches = patches - patches.mean(dim=1, keepdim=True)
     kernel = (template - template.mean()).flatten()
-    scores = patches @ kernel / (patches.norm(dim=1) * kernel.norm()).clamp_min(1e-8)  # (L,)
+    scores = patches @ kernel / (patches.norm(dim=1) * kernel.norm()).clamp_min(1e-8)  # (Q,)
     return scores.view(image.shape[0] - h + 1, image.shape[1] - w + 1)
 
 
@@ -487,8 +487,8 @@ for part in parts:
 #
 # ### Exercise 1: a capsule's length
 #
-# Write `capsule_length(v)` that takes capsules `v` of shape (N, D) — one capsule per row — and
-# returns their lengths, shape (N,). This is the number a CapsNet reads as "probability that the
+# Write `capsule_length(v)` that takes capsules `v` of shape (J, D) — J capsules, one per row —
+# and returns their lengths, shape (J,). This is the number a CapsNet reads as "probability that the
 # entity is present".
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
@@ -505,8 +505,8 @@ _ = check_capsule_length(capsule_length)  # prints ✅ or a hint
 # ### Exercise 2: a capsule's pose angle
 #
 # For 2-D capsules like our stroke capsules, the pose is one angle. Write `pose_angle(v)` that
-# takes (N, 2) capsules, with $x$ in column 0 and $y$ in column 1, and returns the direction of each
-# vector in **degrees**, shape (N,). Careful: a vector and its opposite must get different angles.
+# takes (J, 2) capsules, with $x$ in column 0 and $y$ in column 1, and returns the direction of each
+# vector in **degrees**, shape (J,). Careful: a vector and its opposite must get different angles.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def pose_angle(v: torch.Tensor) -> torch.Tensor:

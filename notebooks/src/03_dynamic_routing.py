@@ -336,14 +336,19 @@ print(f"on 4,000 training images ({small_study['epochs']} epochs): " + ", ".join
 
 # %% [markdown]
 # Without detaching, each of the three seeds again ended slightly *higher* — by the few test
-# images printed above — and training took the printed factor longer (the backward pass goes
-# through all three iterations). No gap reaches two standard errors of one test run, and the
-# largest is about the size of the spread between the seeds of one setting: seed by seed, the two
-# settings tie. Still, every seed leans the same way, in this study and in the 4,000-digit one:
-# a hint worth a larger study (more seeds, the recipe's full 15 epochs), not a finding. The
-# course keeps `detach_inner=True` because it trains markedly faster with no measurable loss at
-# either scale; with a GPU or more patience, `CapsNetConfig(detach_inner=False)` follows the
-# paper.
+# images printed above — and training took the printed factor longer. That factor measures two
+# changes at once: when the study ran, `detach_inner=True` trained with the factored
+# implementation of `DigitCaps` (`capsedu/nets/routing_fast.py`, its backward written by hand)
+# and `detach_inner=False` with the readable one, which builds û and lets autograd differentiate
+# all three iterations. Today both settings run the factored implementation (the default,
+# `CapsNetConfig(routing="factored")`), so the study does not say how much of the factor the
+# longer gradient alone costs. No accuracy gap reaches two standard errors of one test run, and
+# the largest is about the size of the spread between the seeds of one setting: seed by seed, the
+# two settings tie. Still, every seed leans the same way, in this study and in the 4,000-digit
+# one: a hint worth a larger study (more seeds, the recipe's full 15 epochs), not a finding. The
+# course keeps `detach_inner=True`, with no measurable loss at either scale and a training time
+# that was shorter in this study (implementation included); with a GPU or more patience,
+# `CapsNetConfig(detach_inner=False)` follows the paper.
 
 # %% [markdown]
 # ## Use capsedu
@@ -381,7 +386,7 @@ print(f"test accuracy of the trained model: {capsedu.with_error(test_accuracy, l
 image, label = test_data.images[0], int(test_data.labels[0])
 with torch.no_grad():
     digit_u = model.encode(image[None])  # (1, I, D_in)
-    digit_u_hat = model.digits.prediction_vectors(digit_u)  # (1, I, J, D_out)
+    digit_u_hat = model.class_caps.prediction_vectors(digit_u)  # (1, I, J, D_out)
     full = model(image[None], return_couplings=True)
     v3, c3 = dynamic_routing(digit_u_hat, 3)
 torch.testing.assert_close(v3, full.capsules)

@@ -389,7 +389,7 @@ print("default device here:", capsedu.default_device())
 # - Train for more epochs and watch the learning rate (`history["lr"]`) shrink.
 # - Try `lr=2e-3, lr_schedule="onecycle"` in `capsedu.fit` (the learning rate rises for the first
 #   20 % of the batches, then anneals to zero): it is the recipe of the network shipped with the
-#   course (`python -m capsedu.zoo.train capsnet`; `capsedu.shipped_summary()` says how long it
+#   course (`python -m coursetools.train_zoo capsnet`; `capsedu.shipped_summary()` says how long it
 #   trained and how accurate it is).
 
 # %% [markdown]
@@ -431,14 +431,14 @@ print(f"the margin loss still pulls on {int(pulled.sum()):,} of {len(test_labels
 # average vote, $\mathbf v_j = \operatorname{squash}\big(\tfrac1J\sum_i\hat{\mathbf u}_{j|i}\big)$:
 # no agreement, no iteration. Write `uniform_lengths(model, images)` returning the digit capsules'
 # lengths (B, J) with uniform couplings, from the model's own votes
-# (`model.digits.prediction_vectors(model.encode(images))`, (B, I, J, D)). Then compare the
+# (`model.class_caps.prediction_vectors(model.encode(images))`, (B, I, J, D)). Then compare the
 # network's accuracy with and without routing.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def uniform_lengths(model: capsedu.CapsNet, images: torch.Tensor) -> torch.Tensor:
     """Digit-capsule lengths (B, J) when every coupling is 1/J."""
     ### BEGIN SOLUTION
-    u_hat = model.digits.prediction_vectors(model.encode(images))  # (B, I, J, D)
+    u_hat = model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
     s = u_hat.sum(dim=1) / u_hat.shape[2]  # (B, J, D): c_ij = 1/J
     return capsedu.squash(s).norm(dim=-1)  # (B, J)
     ### END SOLUTION

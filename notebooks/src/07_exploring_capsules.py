@@ -123,7 +123,7 @@ plt.show()
 
 # %%
 with torch.no_grad():
-    u_hat = model.digits.prediction_vectors(model.encode(image[None]))  # (1, I, J, D_out)
+    u_hat = model.class_caps.prediction_vectors(model.encode(image[None]))  # (1, I, J, D_out)
     lengths_by_r = torch.stack([capsedu.dynamic_routing(u_hat, r)[0][0].norm(dim=-1)
                                 for r in range(1, 8)])  # (7, J)
 print("length of the winning capsule after r = 1..7 iterations:",
@@ -269,7 +269,7 @@ with torch.no_grad():
     by_r, shares = {1: [], 3: []}, []
     for batch in test.images[:n_search].split(500):
         u = model.encode(batch)  # (B, I, D_in)
-        u_hat = model.digits.prediction_vectors(u)  # (B, I, J, D_out)
+        u_hat = model.class_caps.prediction_vectors(u)  # (B, I, J, D_out)
         for r in by_r:
             v, c = capsedu.dynamic_routing(u_hat, r)  # (B, J, D_out), (B, I, J)
             by_r[r].append(v.norm(dim=-1))  # (B, J)

@@ -394,7 +394,7 @@ for name, key in (("CapsNet", "capsnet"), ("CNN", "cnn")):
 #   set of the table above, whose digits stay in their frame and move by at most two pixels.)
 #
 # Both networks were trained on a GPU lent to the course for one session (printed below, with the
-# minutes each took); `python -m capsedu.zoo.train capsnet40 cnn40` trains them again on any
+# minutes each took); `python -m coursetools.train_zoo capsnet40 cnn40` trains them again on any
 # machine.
 
 # %%
@@ -457,7 +457,7 @@ for who, test_set, *values in published:
 # expanded validation digits (5,000 training digits the networks never learned from) against its
 # accuracy on affNIST-like versions of them — validation, not test, so that watching it chooses
 # nothing on the test split. Two seeds per network (the second trained by
-# `python -m capsedu.zoo.train capsnet40 cnn40 --seed 1`) show how much a run varies. The dotted
+# `python -m coursetools.train_zoo capsnet40 cnn40 --seed 1`) show how much a run varies. The dotted
 # line marks the paper's stopping point, 99.23 % — on its test set, so only a landmark here:
 
 # %%

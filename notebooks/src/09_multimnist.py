@@ -51,7 +51,7 @@
 # Lessons 04 (margin loss, multi-hot targets), 05 (decoder and masking), 06 (training) and 08 (the
 # baseline CNN). About 45 minutes, of which the computations take under 3 minutes on two CPU
 # cores: the networks are shipped (`capsedu.pretrained("multimnist")` and
-# `capsedu.pretrained("multimnist_cnn")`, trained by `python -m capsedu.zoo.train multimnist
+# `capsedu.pretrained("multimnist_cnn")`, trained by `python -m coursetools.train_zoo multimnist
 # multimnist_cnn`, which on a GPU takes `--device cuda`), so the lesson trains only for a few
 # seconds.
 
@@ -593,8 +593,8 @@ explorer.frames()
 #   (`capsedu.FreshPairs(..., merge="max")`). Train the 55,000-digit recipes for the epochs the
 #   4,000-digit networks had (40 for the CapsNet, 5 for the CNN): the side-by-side above changes the
 #   digits and the epochs at once, and only such runs separate what each buys.
-# - Give the CNN the CapsNet's 150 epochs (`python -m capsedu.zoo.train multimnist_cnn --epochs 150
-#   --out-dir my_runs`; divide its 9 million pairs by the CNN's pairs per second printed above to
+# - Give the CNN the CapsNet's 150 epochs (`python -m coursetools.train_zoo multimnist_cnn
+#   --epochs 150 --out-dir my_runs`; divide its 9 million pairs by the CNN's pairs per second printed above to
 #   know how long it takes): at equal pairs *at the end of both schedules*, is the CNN still ahead?
 # - Give every training digit its own small rotation and scaling before it is placed
 #   (`capsedu.FreshPairs(..., max_angle=15, max_scale=0.1)`, or the recipe fields of the same

@@ -59,7 +59,7 @@
 # Lessons 03 (dynamic routing: votes, agreement, coupling coefficients) and 06 (training). A
 # Gaussian's density and the idea of a mixture model help. About 60 minutes, of which the
 # computations take under 3 minutes on two CPU cores: the network is shipped
-# (`capsedu.pretrained("em")`, trained by `python -m capsedu.zoo.train em`), the lesson trains
+# (`capsedu.pretrained("em")`, trained by `python -m coursetools.train_zoo em`), the lesson trains
 # only for a few seconds.
 
 # %%
@@ -123,12 +123,12 @@ for name, M in parts.items():
 #
 # ### 2. Routing as clustering: the 2-D toy
 #
-# A toy with poses of $H = 2$ numbers, so that votes can be drawn: 24 children, 3 candidate
+# A toy with poses of $M = 2$ numbers, so that votes can be drawn: 24 children, 3 candidate
 # parents, every child votes for every parent. Children 0–7 agree on a pose for parent 0, children
 # 8–15 on a pose for parent 1; every other vote is scattered, and no group agrees on parent 2.
 
 # %%
-votes, child_activations = toy_votes(seed=0)  # (I, J, H) = (24, 3, 2), (I,) all 1
+votes, child_activations = toy_votes(seed=0)  # (I, J, M) = (24, 3, 2), (I,) all 1
 print("votes", tuple(votes.shape), "activations", tuple(child_activations.shape))
 
 # %% [markdown]
@@ -154,14 +154,14 @@ print("votes", tuple(votes.shape), "activations", tuple(child_activations.shape)
 # an activation.
 
 # %%
-def my_m_step(R, a_in, V, beta_u, beta_a, lam, eps=1e-8):
-    """One image: R (I, J), a_in (I,), V (I, J, H) -> mu (J, H), sigma_sq (J, H), a_out (J,)."""
+def my_m_step(R, a_in, votes, beta_u, beta_a, inverse_temperature, eps=1e-8):
+    """One image: R (I, J), a_in (I,), votes (I, J, M) -> mu (J, M), sigma_sq (J, M), a_out (J,)."""
     R_weighted = R * a_in[:, None]  # (I, J) R'_ij = R_ij a_i
     mass = R_weighted.sum(dim=0)  # (J,)
-    mu = (R_weighted[..., None] * V).sum(dim=0) / (mass[:, None] + eps)  # (J, H)
-    sigma_sq = (R_weighted[..., None] * (V - mu) ** 2).sum(dim=0) / (mass[:, None] + eps) + eps  # (J, H)
-    cost = (beta_u[:, None] + 0.5 * torch.log(sigma_sq)) * mass[:, None]  # (J, H)
-    a_out = torch.sigmoid(lam * (beta_a - cost.sum(dim=1)))  # (J,)
+    mu = (R_weighted[..., None] * votes).sum(dim=0) / (mass[:, None] + eps)  # (J, M)
+    sigma_sq = (R_weighted[..., None] * (votes - mu) ** 2).sum(dim=0) / (mass[:, None] + eps) + eps  # (J, M)
+    cost = (beta_u[:, None] + 0.5 * torch.log(sigma_sq)) * mass[:, None]  # (J, M)
+    a_out = torch.sigmoid(inverse_temperature * (beta_a - cost.sum(dim=1)))  # (J,)
     return mu, sigma_sq, a_out
 
 
@@ -176,21 +176,21 @@ def my_m_step(R, a_in, V, beta_u, beta_a, lam, eps=1e-8):
 # Written as it reads:
 
 # %%
-def my_e_step(V, mu, sigma_sq, a_out):
-    """One image: V (I, J, H), mu and sigma_sq (J, H), a_out (J,) -> R (I, J)."""
-    density = torch.exp(-(V - mu) ** 2 / (2 * sigma_sq)) / torch.sqrt(2 * math.pi * sigma_sq)  # (I, J, H)
+def my_e_step(votes, mu, sigma_sq, a_out):
+    """One image: votes (I, J, M), mu and sigma_sq (J, M), a_out (J,) -> R (I, J)."""
+    density = torch.exp(-(votes - mu) ** 2 / (2 * sigma_sq)) / torch.sqrt(2 * math.pi * sigma_sq)  # (I, J, M)
     p = density.prod(dim=-1)  # (I, J)
     weighted = a_out * p  # (I, J)
     return weighted / weighted.sum(dim=1, keepdim=True)  # (I, J): each child's row sums to 1
 
 
-def my_em_routing(V, a_in, beta_u, beta_a, iterations, lam):
+def my_em_routing(votes, a_in, beta_u, beta_a, iterations, inverse_temperature):
     """Procedure 1 for one image: M-step every iteration, E-step all but the last."""
-    R = torch.full(V.shape[:2], 1.0 / V.shape[1])  # (I, J)
+    R = torch.full(votes.shape[:2], 1.0 / votes.shape[1])  # (I, J)
     for t in range(iterations):
-        mu, sigma_sq, a_out = my_m_step(R, a_in, V, beta_u, beta_a, lam)
+        mu, sigma_sq, a_out = my_m_step(R, a_in, votes, beta_u, beta_a, inverse_temperature)
         if t < iterations - 1:
-            R = my_e_step(V, mu, sigma_sq, a_out)
+            R = my_e_step(votes, mu, sigma_sq, a_out)
     return mu, a_out, R
 
 
@@ -201,7 +201,7 @@ def my_em_routing(V, a_in, beta_u, beta_a, iterations, lam):
 # %%
 zeros = torch.zeros(3)
 for iterations in (1, 2, 3, 4):
-    _, a_out, R = my_em_routing(votes, child_activations, zeros, zeros, iterations, lam=0.1)
+    _, a_out, R = my_em_routing(votes, child_activations, zeros, zeros, iterations, inverse_temperature=0.1)
     print(f"{iterations} iteration(s): parent activations {[round(x, 3) for x in a_out.tolist()]}, "
           f"mean R of children 0-7 to parent 0: {R[:8, 0].mean():.2f}, "
           f"of children 8-15 to parent 1: {R[8:16, 1].mean():.2f}")
@@ -218,14 +218,14 @@ for iterations in (1, 2, 3, 4):
 # %% [markdown]
 # ## Check it
 #
-# `capsedu.nets.em_routing.em_routing` is the same procedure, batched: votes (B, I, J, H),
+# `capsedu.nets.em_routing.em_routing` is the same procedure, batched: votes (B, I, J, M),
 # activations (B, I), one $\beta_u$ and $\beta_a$ per parent, λ a float or one value per iteration.
-# It returns the parents' poses $\mu$ (B, J, H), activations (B, J) and the assignments R
+# It returns the parents' poses $\mu$ (B, J, M), activations (B, J) and the assignments R
 # (B, I, J) its last M-step used.
 
 # %% tags=["nbval-check-output"]
 for iterations in (1, 2, 3):
-    mine = my_em_routing(votes, child_activations, zeros, zeros, iterations, lam=0.1)
+    mine = my_em_routing(votes, child_activations, zeros, zeros, iterations, inverse_temperature=0.1)
     theirs = em_routing(votes[None], child_activations[None], zeros, zeros, iterations, 0.1)
     same = all(torch.allclose(m, t[0], atol=1e-6) for m, t in zip(mine, theirs))
     print(f"{iterations} iteration(s): my_em_routing equals capsedu's em_routing: {same}")
@@ -306,7 +306,7 @@ print(f"2 epochs on {n_train:,} images ({sum(history['train_seconds']):.0f} s, "
 # %% [markdown]
 # ### The shipped network
 #
-# `capsedu.pretrained("em")` was trained by `python -m capsedu.zoo.train em` on the 55,000
+# `capsedu.pretrained("em")` was trained by `python -m coursetools.train_zoo em` on the 55,000
 # digits of the train split (shifted by up to 2 pixels) for **ten epochs** — what fitted the
 # course's two-hour budget for this network at the speed its machine ran that day (printed
 # below) — with Adam and a one-cycle learning rate,
@@ -467,21 +467,22 @@ digit_explorer.frames()
 # Sweep it on the trained digit:
 
 # %%
-lambdas = [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
-beta_u, beta_a = (beta.detach() for beta in em.classes.routing_betas())  # as the network routes
-sweep = torch.stack([em_routing(digit[None], digit_activations[None], beta_u, beta_a, 2, lam)[1][0]
-                     for lam in lambdas])  # (5, J)
+inverse_temperatures = [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
+beta_u, beta_a = (beta.detach() for beta in em.class_caps.routing_betas())  # as the network routes
+sweep = torch.stack([em_routing(digit[None], digit_activations[None], beta_u, beta_a, 2, value)[1][0]
+                     for value in inverse_temperatures])  # (5, J)
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 for k in range(10):
-    ax.plot(lambdas, sweep[:, k].detach(), "o-" if k == label else ".-", ms=4, lw=2 if k == label else 0.8,
+    ax.plot(inverse_temperatures, sweep[:, k].detach(), "o-" if k == label else ".-", ms=4, lw=2 if k == label else 0.8,
             color="tab:red" if k == label else "0.6", label=f"class {k} (the label)" if k == label else None)
 ax.axvline(em.config.inverse_temperature, color="tab:blue", ls=":", lw=1, label="trained with λ")
 ax.set(xscale="log", xlabel="inverse temperature λ", ylabel="class activation a_j",
        title=f"Test image 0 (a {label}): activations against λ, 2 iterations")
 ax.legend(fontsize=8)
 plt.show()
-print("activation of the label's class:", {lam: round(float(a), 3) for lam, a in zip(lambdas, sweep[:, label])})
-print("the most active class:", {lam: int(a.argmax()) for lam, a in zip(lambdas, sweep)})
+print("activation of the label's class:",
+      {value: round(float(a), 3) for value, a in zip(inverse_temperatures, sweep[:, label])})
+print("the most active class:", {value: int(a.argmax()) for value, a in zip(inverse_temperatures, sweep)})
 
 # %% [markdown]
 # At the trained λ = 0.001 the label's class is at 1.000 and its three strongest rivals between
@@ -512,14 +513,14 @@ print("the most active class:", {lam: int(a.argmax()) for lam, a in zip(lambdas,
 
 # %%
 check_set = test_digits.subset(capsedu.choose(learner=1_000, fast=64), seed=1)
-routing_layers = (em.caps1, em.caps2, em.classes)
+routing_layers = (em.caps1, em.caps2, em.class_caps)
 for iterations in (1, 2, 3):
     for routing_layer in routing_layers:
-        routing_layer.lambdas = [em.config.inverse_temperature] * iterations
+        routing_layer.inverse_temperatures = [em.config.inverse_temperature] * iterations
     accuracy = capsedu.evaluate(em, torch.utils.data.DataLoader(check_set, batch_size=32))["accuracy"]
     print(f"{iterations} iteration(s): {accuracy:.1%} of {len(check_set):,} test images")
 for routing_layer in routing_layers:
-    routing_layer.lambdas = [em.config.inverse_temperature] * em.config.routing_iterations
+    routing_layer.inverse_temperatures = [em.config.inverse_temperature] * em.config.routing_iterations
 
 # %% [markdown]
 # The network works only with the number of iterations it was trained with: **1 iteration
@@ -532,28 +533,28 @@ for routing_layer in routing_layers:
 # %% [markdown]
 # ### The bug that cancels the activations
 #
-# Here is an M-step written in the style of the best-known port (votes (B, I, J, H), the
+# Here is an M-step written in the style of the best-known port (votes (B, I, J, M), the
 # assignments kept as (B, I, J, 1)). One of its eight lines undoes $R'_{ij} = R_{ij}a_i$. Find it
 # before you read the exercise below; the cell after it shows the symptom.
 
 # %%
-def port_m_step(a_in, r, v, beta_u, beta_a, lam, eps=1e-8):
-    r = r * a_in                                                          # line 1
-    r = r / (r.sum(dim=2, keepdim=True) + eps)                            # line 2
-    r_sum = r.sum(dim=1, keepdim=True)                                    # line 3
-    coeff = r / (r_sum + eps)                                             # line 4
-    mu = (coeff * v).sum(dim=1, keepdim=True)                             # line 5
-    sigma_sq = (coeff * (v - mu) ** 2).sum(dim=1, keepdim=True) + eps     # line 6
-    cost_h = (beta_u.view(1, 1, -1, 1) + torch.log(sigma_sq.sqrt())) * r_sum  # line 7
-    return torch.sigmoid(lam * (beta_a.view(1, 1, -1) - cost_h.sum(dim=3)))  # line 8: a_out
+def port_m_step(a_in, R, votes, beta_u, beta_a, inverse_temperature, eps=1e-8):
+    R = R * a_in                                                               # line 1
+    R = R / (R.sum(dim=2, keepdim=True) + eps)                                 # line 2
+    R_sum = R.sum(dim=1, keepdim=True)                                         # line 3
+    coeff = R / (R_sum + eps)                                                  # line 4
+    mu = (coeff * votes).sum(dim=1, keepdim=True)                              # line 5
+    sigma_sq = (coeff * (votes - mu) ** 2).sum(dim=1, keepdim=True) + eps      # line 6
+    cost_h = (beta_u.view(1, 1, -1, 1) + torch.log(sigma_sq.sqrt())) * R_sum   # line 7
+    return torch.sigmoid(inverse_temperature * (beta_a.view(1, 1, -1) - cost_h.sum(dim=3)))  # line 8
 
 
 # %% tags=["nbval-check-output"]
-r0 = torch.full((1, 24, 3, 1), 1 / 3)
+R0 = torch.full((1, 24, 3, 1), 1 / 3)
 dimmed = child_activations.clone()
 dimmed[:8] = 0.05  # switch parent 0's supporters almost off
 for name, a in (("all children active", child_activations), ("children 0-7 at 0.05", dimmed)):
-    port = port_m_step(a.view(1, 24, 1, 1), r0, votes[None], zeros, zeros, 0.1)[0, 0]
+    port = port_m_step(a.view(1, 24, 1, 1), R0, votes[None], zeros, zeros, 0.1)[0, 0]
     ours = em_routing(votes[None], a[None], zeros, zeros, 1, 0.1)[1][0]
     print(f"{name:22s} port a_out {[round(x, 3) for x in port.tolist()]}, "
           f"capsedu {[round(x, 3) for x in ours.tolist()]}")
@@ -582,21 +583,21 @@ for name, a in (("all children active", child_activations), ("children 0-7 at 0.
 #
 # ### Exercise 1: the batched M-step
 #
-# Write `m_step(R, activations, votes, beta_u, beta_a, lam)` for a batch: R (B, I, J),
-# activations (B, I), votes (B, I, J, H), β's (J,), λ a float; return `(mu, sigma_sq, a_out)`
-# of shapes (B, J, H), (B, J, H), (B, J). Use ε = 1e-8 in the variance and in both denominators,
+# Write `m_step(R, activations, votes, beta_u, beta_a, inverse_temperature)` for a batch:
+# R (B, I, J), activations (B, I), votes (B, I, J, M), β's (J,), the inverse temperature λ a
+# float; return `(mu, sigma_sq, a_out)` of shapes (B, J, M), (B, J, M), (B, J). Use ε = 1e-8 in the variance and in both denominators,
 # as above.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def m_step(R, activations, votes, beta_u, beta_a, lam, eps=1e-8):
-    """The M-step of a batch: (mu (B, J, H), sigma_sq (B, J, H), a_out (B, J))."""
+def m_step(R, activations, votes, beta_u, beta_a, inverse_temperature, eps=1e-8):
+    """The M-step of a batch: (mu (B, J, M), sigma_sq (B, J, M), a_out (B, J))."""
     ### BEGIN SOLUTION
     R_weighted = R * activations[..., None]  # (B, I, J)
     mass = R_weighted.sum(dim=1)[..., None]  # (B, J, 1)
-    mu = torch.einsum("bij,bijh->bjh", R_weighted, votes) / (mass + eps)  # (B, J, H)
+    mu = torch.einsum("bij,bijh->bjh", R_weighted, votes) / (mass + eps)  # (B, J, M)
     sigma_sq = torch.einsum("bij,bijh->bjh", R_weighted, (votes - mu[:, None]) ** 2) / (mass + eps) + eps
-    cost = (beta_u[:, None] + 0.5 * torch.log(sigma_sq)) * mass  # (B, J, H)
-    return mu, sigma_sq, torch.sigmoid(lam * (beta_a - cost.sum(dim=-1)))
+    cost = (beta_u[:, None] + 0.5 * torch.log(sigma_sq)) * mass  # (B, J, M)
+    return mu, sigma_sq, torch.sigmoid(inverse_temperature * (beta_a - cost.sum(dim=-1)))
     ### END SOLUTION
 
 
@@ -606,8 +607,8 @@ check_m_step(m_step);
 # %% [markdown]
 # ### Exercise 2: the E-step in log space
 #
-# Write `e_step(votes, mu, sigma_sq, a_out)` for a batch: votes (B, I, J, H), mu and sigma_sq
-# (B, J, H), a_out (B, J); return R (B, I, J), each child's assignments summing to 1 over the
+# Write `e_step(votes, mu, sigma_sq, a_out)` for a batch: votes (B, I, J, M), mu and sigma_sq
+# (B, J, M), a_out (B, J); return R (B, I, J), each child's assignments summing to 1 over the
 # parents — computed in log space, so that a child far from every Gaussian still gets finite
 # numbers. (`torch.log` of `a_out`, then `torch.softmax`.)
 

@@ -129,9 +129,9 @@ for length in (0.01, 0.1, 0.5, 1.0, 3.0):
 #
 # A prediction that many others agree with gets a large row sum of $A_j$, and so a large share
 # of its input capsule. The softmax runs over the output capsules $j$, as Procedure 1's does: each
-# input capsule still divides itself among the outputs. The priors $b_{ij}$ are learned
-# parameters, added to the couplings (the paper calls them log priors; the authors' code adds them
-# after the softmax, as here). There is no loop.
+# input capsule still divides itself among the outputs. The priors $b_{ij}$ (`prior` in
+# capsedu) are learned parameters, added to the couplings (the paper calls them log priors; the
+# authors' code adds them after the softmax, as here). There is no loop.
 
 # %%
 generator = torch.Generator().manual_seed(0)
@@ -142,7 +142,7 @@ D = u_hat.shape[-1]
 A = torch.einsum("bijd,bkjd->bjik", u_hat, u_hat) / math.sqrt(D)  # (B, J, I, I) one matrix per output
 logits = A.sum(dim=-1).transpose(1, 2)  # (B, I, J): each prediction's summed agreement
 c = torch.softmax(logits, dim=2)  # (B, I, J): over the outputs j
-s_by_hand = torch.einsum("bij,bijd->bjd", c, u_hat)  # (B, J, D), priors b = 0
+s_by_hand = torch.einsum("bij,bijd->bjd", c, u_hat)  # (B, J, D), priors b_ij = 0
 v_by_hand = squash_by_hand(s_by_hand)  # (B, J, D)
 
 # %% [markdown]
@@ -210,10 +210,10 @@ print(f"self-attention, one pass:        inputs 0-3 -> output 0 {c[0, :4, 0].num
 # %% tags=["nbval-check-output"]
 efficient = EfficientCapsNet()
 parts = {"convolutions": efficient.convolutions, "primary (depthwise)": efficient.primary,
-         "class capsules (W, b)": efficient.digits, "decoder": efficient.decoder}
+         "class capsules (W, prior)": efficient.class_caps, "decoder": efficient.decoder}
 for name, part in parts.items():
-    print(f"{name:22s} {sum(p.numel() for p in part.parameters()):>9,}")
-print(f"{'without the decoder':22s} {efficient.classifier_parameters():>9,}")
+    print(f"{name:25s} {sum(p.numel() for p in part.parameters()):>9,}")
+print(f"{'without the decoder':25s} {efficient.classifier_parameters():>9,}")
 print("primary capsules:", tuple(efficient.encode(torch.rand(2, 1, 28, 28)).shape), "(B, I, D_in)")
 
 # %% [markdown]
@@ -418,8 +418,9 @@ plt.show()
 # %% [markdown]
 # ### Ideas to try
 #
-# - Train the shortened recipe above without the learned priors (`shipped.digits.b` frozen at
-#   zero: `model.digits.b.requires_grad_(False)` before training): do they matter?
+# - Train the shortened recipe above without the learned priors (`shipped.class_caps.prior`
+#   frozen at zero: `model.class_caps.prior.requires_grad_(False)` before training): do they
+#   matter?
 # - Swap `efficient_squash` for Eq. 1 in the primary capsules of a fresh `EfficientCapsNet`
 #   (subclass it and override `encode`) and train 3 epochs: does the slope near zero matter?
 # - Train a CNN of Efficient-CapsNet's size with the same recipe: `CNNConfig(channels=(32, 48, 64),
@@ -435,16 +436,16 @@ plt.show()
 #
 # ### Exercise 1: switch the attention off
 #
-# Does the attention matter in the trained network? Write `uniform_capsules(u_hat, b)`: the class
+# Does the attention matter in the trained network? Write `uniform_capsules(u_hat, prior)`: the class
 # capsules (B, J, D) that Efficient-CapsNet's class layer gives its predictions `u_hat`
-# (B, I, J, D) when every coupling is uniform - $c_{ij} = 1/J$, the learned prior $b_{ij}$ (I, J)
+# (B, I, J, D) when every coupling is uniform - $c_{ij} = 1/J$, the learned prior $b_{ij}$ (`prior`, (I, J))
 # still added - squashed with Efficient-CapsNet's own squash.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def uniform_capsules(u_hat: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Class capsules (B, J, D) with couplings 1/J + b instead of the attention's."""
+def uniform_capsules(u_hat: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
+    """Class capsules (B, J, D) with couplings 1/J + prior instead of the attention's."""
     ### BEGIN SOLUTION
-    weights = 1 / u_hat.shape[2] + b  # (I, J)
+    weights = 1 / u_hat.shape[2] + prior  # (I, J)
     return efficient_squash(torch.einsum("ij,bijd->bjd", weights, u_hat))  # (B, J, D)
     ### END SOLUTION
 
@@ -458,9 +459,9 @@ def predictions(images: torch.Tensor, uniform: bool) -> torch.Tensor:
     with torch.no_grad():
         found = []
         for batch in images.split(250):
-            u_hat = shipped.digits.prediction_vectors(shipped.encode(batch))  # (B, I, J, D)
-            v = (uniform_capsules(u_hat, shipped.digits.b) if uniform
-                 else self_attention_routing(u_hat, shipped.digits.b)[0])  # (B, J, D)
+            u_hat = shipped.class_caps.prediction_vectors(shipped.encode(batch))  # (B, I, J, D)
+            v = (uniform_capsules(u_hat, shipped.class_caps.prior) if uniform
+                 else self_attention_routing(u_hat, shipped.class_caps.prior)[0])  # (B, J, D)
             found.append(v.norm(dim=-1).argmax(dim=1))
     return torch.cat(found)  # (N,)
 
