@@ -31,7 +31,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from benchmarks.reference_impls import REFERENCE_HEADS, ReferenceCapsNet, tutorial_squash
 from benchmarks.speed import CAPSEDU, build_models, make_batch
 from capsedu import CapsNet, margin_loss, reconstruction_loss  # noqa: E402
-from capsedu.training.loop import default_optimizer  # noqa: E402
+from capsedu.training.schedule import default_optimizer  # noqa: E402
 
 STAGES = ["conv1", "primary caps", "routing", "decoder + loss"]
 GROUPS = {"convolutions": ["conv1", "primary caps"], "routing": ["routing"],

@@ -5,20 +5,8 @@ The loop knows nothing about the network. What it minimises is an *objective*,
 :mod:`capsedu.training.objectives` (told the epoch, for schedules such as the spread loss's
 margin), any function of that signature, or, when none is given, the network's own
 ``loss(images, targets)`` method or its kind's :func:`~capsedu.training.objectives.default_objective`.
-Optimiser: Adam with learning rate ``lr``, or the user's own ``optimizer``, used as given.
-Learning-rate schedules (``lr_schedule``):
-
-* ``None`` (the default): ``"exponential"`` for ``fit``'s own Adam; no schedule at all for a
-  user's ``optimizer``, whose rates stay as they were set.
-
-* ``"exponential"`` multiplies the rate by ``lr_decay`` after every epoch. The paper says only
-  that it used Adam "with its TensorFlow default parameters, including the exponentially decaying
-  learning rate"; its official code decays the rate 0.001 continuously by 0.96 every 2,000
-  steps of 128 images (x0.990 per 60,000-image epoch) over 300,000 steps. The course's default
-  ``lr_decay=0.96`` per epoch decays much faster, to suit runs of a few epochs.
-* ``"onecycle"`` rises to the optimizer's rate (``lr`` for ``fit``'s own Adam, each parameter
-  group's own ``lr`` for a user's optimizer) over the first 20 % of the batches, then anneals to
-  ~0 by the last batch (stepped every batch): the recipe of the shipped networks.
+Optimiser and learning-rate schedule: :mod:`capsedu.training.schedule` (Adam with
+learning rate ``lr``, or the user's own ``optimizer``, used as given).
 
 The loss of each training batch is checked before its backward pass: a NaN or infinite loss
 raises ``FloatingPointError`` naming the batch, and the weights stay as the batch before left them.
@@ -32,10 +20,6 @@ raises ``FloatingPointError`` naming the batch, and the weights stay as the batc
 losses stay in float32), where the machine computes bfloat16 natively
 (:func:`~capsedu.training.hardware.bfloat16_problem`); elsewhere it warns, naming why, and trains
 in float32. Evaluation is always float32.
-
-The default optimiser is ``torch.optim.Adam`` with ``fused=True`` on CPUs and CUDA GPUs: one
-kernel updates every parameter (the same algorithm as the per-parameter loop, with fewer
-passes over memory; ``benchmarks/fit_speed.py`` measures what it saves).
 
 Shape legend:
     B      batch size
@@ -59,12 +43,11 @@ from capsedu.nets.contract import Loss
 from capsedu.training.hardware import bfloat16_problem, model_device, require_model_device
 from capsedu.training.modes import eval_mode
 from capsedu.training.objectives import Objective, default_objective
+from capsedu.training.schedule import DEFAULT_LR, default_optimizer, lr_scheduler, require_plan
 
 Batch = tuple[torch.Tensor, Any]
 LossFn = Callable[[torch.nn.Module, torch.Tensor, Any], Loss]
 EpochCallback = Callable[[int, History], "bool | None"]
-SCHEDULES = ("exponential", "onecycle")
-DEFAULT_LR = 1e-3  # fit's own Adam, when no lr is given
 # fit's History columns, in this order (then val_loss and val_accuracy, with a val_loader)
 COLUMNS = ("epoch", "train_loss", "train_accuracy", "lr", "seconds", "train_seconds",
            "train_cpu_seconds", "precision")
@@ -195,47 +178,6 @@ def evaluate(model: torch.nn.Module, loader: Iterable[Batch], *,
         return _run_epoch(model, loader, device, loss_fn, bar)
 
 
-def default_optimizer(model: torch.nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
-    r"""Adam, fused into one kernel where PyTorch has one (CPU, CUDA)."""
-    fused = device.type in ("cpu", "cuda") and all(p.is_floating_point() for p in model.parameters())
-    return torch.optim.Adam(model.parameters(), lr=lr, fused=fused or None)
-
-
-def _require_plan(optimizer: object, lr: float | None, lr_schedule: str | None) -> None:
-    r"""Refuse an unknown schedule, a non-optimizer, and ``lr`` beside a user's optimizer."""
-    if lr_schedule is not None and lr_schedule not in SCHEDULES:
-        raise ValueError(f"lr_schedule must be one of {SCHEDULES} or None, got {lr_schedule!r}")
-    if optimizer is None:
-        return
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, "
-                        f"got {type(optimizer).__name__}")
-    if lr is not None:
-        rates = sorted({group["lr"] for group in optimizer.param_groups})
-        raise ValueError(f"lr={lr!r} and optimizer= were both given, but the optimizer already has "
-                         f"its learning rate ({', '.join(map(str, rates))}): set the rate when "
-                         "building the optimizer and leave lr out (lr is for fit's own Adam)")
-
-
-def _scheduler(optimizer: torch.optim.Optimizer, schedule: str | None, lr_decay: float, epochs: int,
-               steps: int | None, *, own: bool = True
-               ) -> tuple[torch.optim.lr_scheduler.LRScheduler | None, bool]:
-    r"""The learning-rate scheduler (None for no schedule) and whether it is stepped every batch
-    (else every epoch). One-cycle peaks at each parameter group's own rate; it also cycles the
-    momentum (Adam's beta1) of ``fit``'s own Adam, as the shipped recipes trained, but never that
-    of a user's optimizer (``own=False``), whose settings other than the rate stay as given."""
-    if schedule is None:
-        return None, False
-    if schedule == "exponential":
-        return torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=lr_decay), False
-    if not steps:
-        raise ValueError("lr_schedule='onecycle' needs a train_loader with a length (len(loader) > 0)")
-    peaks = [group["lr"] for group in optimizer.param_groups]
-    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peaks, epochs=epochs,
-                                               steps_per_epoch=steps, pct_start=0.2,
-                                               cycle_momentum=own), True
-
-
 def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         device: str | torch.device | None = None, lr: float | None = None, lr_decay: float = 0.96,
         lr_schedule: str | None = None, objective: Objective | LossFn | None = None,
@@ -275,7 +217,7 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
     """
     objective = resolve_objective(model, objective)
     require_int("epochs", epochs, minimum=1)
-    _require_plan(optimizer, lr, lr_schedule)
+    require_plan(optimizer, lr, lr_schedule)
     device = model_device(model) if device is None else torch.device(device)
     precision = _precision(precision, device)
     model.to(device)
@@ -284,7 +226,7 @@ def fit(model: torch.nn.Module, train_loader: Iterable[Batch], *, epochs: int,
         optimizer = default_optimizer(model, DEFAULT_LR if lr is None else lr, device)
         lr_schedule = lr_schedule or "exponential"
     steps = _length(train_loader)
-    scheduler, per_batch = _scheduler(optimizer, lr_schedule, lr_decay, epochs, steps, own=own)
+    scheduler, per_batch = lr_scheduler(optimizer, lr_schedule, lr_decay, epochs, steps, own=own)
     history = History({name: [] for name in COLUMNS})
     for epoch in range(1, epochs + 1):
         start, cpu_start = time.perf_counter(), time.process_time()
