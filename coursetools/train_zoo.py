@@ -56,7 +56,7 @@ from capsedu.training.checkpoint import load_checkpoint, save_checkpoint
 from capsedu.training.hardware import model_device, reuse_large_allocations
 from capsedu.training.loop import EpochCallback
 from capsedu.training.modes import eval_mode
-from capsedu.training.prediction import pair_accuracy, predict
+from capsedu.training.prediction import predict
 from capsedu.training.uncertainty import standard_error
 from capsedu.zoo.recipe_data import recipe_data
 from capsedu.zoo.recipes import RECIPES, Recipe, with_changes
@@ -70,33 +70,35 @@ THRESHOLDS = (0.98, 0.985, 0.99, 0.995)  # validation accuracies whose time to r
 INSTALLED = {"site-packages", "dist-packages"}  # folders that hold installed packages
 
 
-def accuracy_on(model: torch.nn.Module, test: MNISTData | MultiMNIST,
-                device: str | torch.device | None = None) -> dict[str, float]:
-    r"""``{"accuracy": ...}`` on single digits; on pairs the share with both digits right, and
-    ``"at_least_one"``. ``device``: where ``model`` is (None: its own device,
-    :func:`~capsedu.training.hardware.model_device`)."""
-    device = model_device(model) if device is None else device
-    if isinstance(test, MultiMNIST):
-        scores = pair_accuracy(model, test, device=device)
-        return {"accuracy": scores["both"], "at_least_one": scores["at_least_one"]}
-    right = predict(model, test.images, batch_size=100, device=device) == test.labels  # (N,)
-    return {"accuracy": int(right.sum()) / len(test)}
-
-
-def correct_on(model: torch.nn.Module, test: MNISTData | MultiMNIST,
-               device: str | torch.device | None = None) -> torch.Tensor:
-    r"""Which of ``test``'s images (N,) ``model`` gets right, in ``test``'s order (bool): the
-    predicted class, or for pairs both digits (:func:`accuracy_on`'s rules, image by image).
-    ``device``: where ``model`` is (None: its own device,
-    :func:`~capsedu.training.hardware.model_device`)."""
+def hits_on(model: torch.nn.Module, test: MNISTData | MultiMNIST,
+            device: str | torch.device | None = None) -> torch.Tensor:
+    r"""Per image of ``test`` (N,), in order, how many of its labels ``model`` gets right: 0 or 1
+    for single digits (the predicted class), 0 to 2 for pairs (the paper's rule, as
+    :func:`capsedu.pair_accuracy` counts it, in its batches). ``device``: where ``model`` is
+    (None: its own device, :func:`~capsedu.training.hardware.model_device`)."""
     device = model_device(model) if device is None else device
     if not isinstance(test, MultiMNIST):
-        return predict(model, test.images, batch_size=100, device=device) == test.labels  # (N,)
+        return (predict(model, test.images, batch_size=100, device=device) == test.labels).long()
     hits = []
     with eval_mode(model), torch.inference_mode():
         for images, targets in test.batches(500):  # pair_accuracy's batches
             hits.append(pair_hits(model.class_scores(images.to(device)).cpu(), targets.labels))
-    return torch.cat(hits) == 2  # (N,)
+    return torch.cat(hits)  # (N,)
+
+
+def scores_of(hits: torch.Tensor, pairs: bool) -> dict[str, float]:
+    r"""``{"accuracy": ...}`` from :func:`hits_on`'s counts: the share of images right (pairs: both
+    digits right), and for pairs ``"at_least_one"``."""
+    if not pairs:
+        return {"accuracy": int(hits.sum()) / len(hits)}
+    return {"accuracy": int((hits == 2).sum()) / len(hits),
+            "at_least_one": int((hits >= 1).sum()) / len(hits)}
+
+
+def accuracy_on(model: torch.nn.Module, test: MNISTData | MultiMNIST,
+                device: str | torch.device | None = None) -> dict[str, float]:
+    r""":func:`scores_of` ``model`` on ``test`` (one pass, :func:`hits_on`)."""
+    return scores_of(hits_on(model, test, device), isinstance(test, MultiMNIST))
 
 
 def packed_bits(correct: torch.Tensor) -> str:
@@ -229,13 +231,15 @@ def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHT
     save_checkpoint(checkpoint, model, objective=recipe_objective(recipe), history=history,
                     half=half, metadata={"recipe": dataclasses.asdict(recipe)})
     shipped, _ = load_checkpoint(checkpoint)  # measure the weights exactly as they are shipped
-    scores = accuracy_on(shipped.to(device), data["test"], device)
+    hits = hits_on(shipped.to(device), data["test"], device)  # (N,): one pass over the test set
+    pairs = isinstance(data["test"], MultiMNIST)
+    scores = scores_of(hits, pairs)
     metrics = _metrics(name, recipe, checkpoint, history, data, scores, loads, tries) | {
         "device": _device_name(device), "world_size": world.world_size,
         "backend": distributed.backend()}
     if "at_least_one" in scores:
         metrics["test_at_least_one"] = scores["at_least_one"]
-    metrics["test_correct"] = packed_bits(correct_on(shipped, data["test"], device))  # per image
+    metrics["test_correct"] = packed_bits(hits == (2 if pairs else 1))  # per image
     temporary = json_path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(metrics, indent=2) + "\n")
     temporary.replace(json_path)  # atomic, like the checkpoint: never a half-written record
