@@ -1,9 +1,10 @@
-"""Every lesson's handout, executed with its stubs in place: each check answers with a hint.
+"""Every lesson's handout runs top to bottom untouched, and its Build it section is the learner's.
 
 The handouts (``coursetools.handouts``) replace every exercise solution by a stub that raises
-``NotImplementedError``. Executed top to bottom in the fast profile (errors allowed, as a learner
-would run it before solving anything), every check cell after an exercise must print a ❌ hint
-and raise nothing; only cells that *use* an unfinished exercise's result may stop with an error.
+``NotImplementedError``. Executed top to bottom in the fast profile with no error allowed (as a
+learner runs it before solving anything), every check cell after a stub must print a ❌ hint, and
+the cells after a Build-it check go on with ``capsedu``'s version of the piece. The worked lesson's
+stored outputs are the solved case: each of those check cells prints ✅ and no ❌.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ LESSONS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHECK_CALL = re.compile(r"\bcheck_\w+\(")
 
 
-def check_cells(notebook: nbformat.NotebookNode) -> list[int]:
+def check_cells(notebook: nbformat.NotebookNode, marker: str = "NotImplementedError") -> list[int]:
     r"""Indices of the code cells that check an exercise: the first code cell after each stub."""
     found = []
     for index, cell in enumerate(notebook.cells):
-        if cell.cell_type == "code" and "NotImplementedError" in cell.source:
+        if cell.cell_type == "code" and marker in cell.source:
             following = next(i for i in range(index + 1, len(notebook.cells))
                              if notebook.cells[i].cell_type == "code")
             assert CHECK_CALL.search(notebook.cells[following].source), notebook.cells[following].source
@@ -37,8 +38,38 @@ def check_cells(notebook: nbformat.NotebookNode) -> list[int]:
     return found
 
 
+def build_it_cells(notebook: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    r"""The cells of the section headed ``## Build it``, up to the next ``## `` heading."""
+    inside, cells = False, []
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("## "):
+                    inside = line.strip() == "## Build it"
+        if inside:
+            cells.append(cell)
+    return cells
+
+
 def text_of(cell: nbformat.NotebookNode) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+
+
+@pytest.mark.parametrize("lesson", [p for p in LESSONS if p.stem[:2] != "00"], ids=lambda p: p.stem)
+def test_the_build_it_section_holds_the_learners_code(lesson: Path):
+    worked = nbformat.read(lesson, as_version=4)
+    section = build_it_cells(worked)
+    assert section, f"{lesson.stem} has no '## Build it' section"
+    stubs = [c for c in section if c.cell_type == "code" and BEGIN in c.source]
+    assert stubs, f"{lesson.stem}: no solution block (a stub in the handout) in its Build it section"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_the_worked_lesson_passes_every_check_after_a_solution(lesson: Path):
+    worked = nbformat.read(lesson, as_version=4)
+    for index in check_cells(worked, marker=BEGIN):
+        text = text_of(worked.cells[index])
+        assert "✅" in text and "❌" not in text, f"{lesson.stem} cell {index}: {text!r}"
 
 
 # One test per lesson (they spread over pytest-xdist's workers), each in its lesson's xdist_group:
@@ -46,7 +77,7 @@ def text_of(cell: nbformat.NotebookNode) -> str:
 # and lesson 06 writes and reads back checkpoints/ there.
 @pytest.mark.parametrize("lesson", [pytest.param(p, id=p.stem, marks=pytest.mark.xdist_group(p.stem))
                                     for p in LESSONS])
-def test_every_check_of_a_stubbed_handout_prints_a_hint(lesson: Path, monkeypatch):
+def test_the_untouched_handout_runs_to_the_end_and_every_check_hints(lesson: Path, monkeypatch):
     original = nbformat.read(lesson, as_version=4)
     handout = student_notebook(original)
     assert sum(c.source.count(BEGIN) for c in original.cells if c.cell_type == "code") >= 2
@@ -56,8 +87,10 @@ def test_every_check_of_a_stubbed_handout_prints_a_hint(lesson: Path, monkeypatc
     client = NotebookClient(handout, timeout=600, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(lesson.parent)}})
     client.execute()
+    for index, cell in enumerate(handout.cells):
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, (f"{lesson.stem}'s untouched handout: cell {index} raised "
+                            f"{errors[0]['ename']}: {errors[0]['evalue']}\n{cell.source[:400]}")
     for index in checks:
-        cell = handout.cells[index]
-        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
-        assert not errors, f"{lesson.stem} cell {index} raised {errors[0]['ename']}: {errors[0]['evalue']}"
-        assert f"❌ {STUB_HINT}" in text_of(cell), f"{lesson.stem} cell {index}: {text_of(cell)!r}"
+        text = text_of(handout.cells[index])
+        assert f"❌ {STUB_HINT}" in text, f"{lesson.stem} cell {index}: {text!r}"

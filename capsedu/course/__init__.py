@@ -1,6 +1,8 @@
 r"""What the lessons call besides the package's pieces:
 
 * ``checks`` - the exercise checks, one module per lesson (a subpackage)
+* ``self_check`` - each lesson's closing multiple-choice questions (``self_checks/NN.json``),
+  shown as plain HTML that works in JupyterLab and on the website without a kernel
 
 The course's build tools - executing lessons, handouts, the nbgrader course, fingerprints - are
 not part of the installed package: they work on the repository's notebooks and live in the

@@ -7,7 +7,8 @@ mode (``CAPSEDU_GRADING=1``) a failed check raises :class:`CheckFailed` as well,
 autograder such as nbgrader counts it. Only the checks here are named ``check_*``; a guard that
 raises on a bad argument elsewhere in the package is a ``require_*``.
 
-* ``_kit`` - the vocabulary the checks share (hints, stubs, grading mode)
+* ``_kit`` - the vocabulary the checks share (hints, stubs, grading mode, and
+  :func:`yours_or_reference`: after a Build-it check, the learner's function or ``capsedu``'s)
 * ``_probe`` - a tiny seeded CapsNet to probe the learner's code with
 * ``start`` - lesson 00: a capsule's length and pose angle
 * ``squash`` - lesson 01: the squashing non-linearity
@@ -25,6 +26,6 @@ raises on a bad argument elsewhere in the package is a ``require_*``.
 * ``pressure`` - lesson 13: FGSM by hand, dead and always-on capsules
 """
 
-from capsedu.course.checks._kit import CheckFailed, CheckResult, grading
+from capsedu.course.checks._kit import CheckFailed, CheckResult, grading, yours_or_reference
 
-__all__ = ["CheckFailed", "CheckResult", "grading"]
+__all__ = ["CheckFailed", "CheckResult", "grading", "yours_or_reference"]

@@ -109,3 +109,29 @@ def diagnose(result: object, expected: torch.Tensor, mistakes: Iterable[tuple[Ca
     if close(result, expected, rtol=rtol, atol=atol):
         return ""
     return next((hint for make, hint in mistakes if close(result, make(), rtol=rtol, atol=atol)), otherwise)
+
+
+def yours_or_reference(check: Callable[..., CheckResult], yours: Callable, reference: Callable,
+                       *, name: str) -> Callable:
+    r"""``yours`` when it passes ``check`` (run quietly), else ``reference``; prints which, in one line.
+
+    After a Build-it check the lesson goes on with this choice, so that "Run all" on an untouched
+    handout finishes (the cells below use ``capsedu``'s version) and a learner whose function
+    passes sees the rest of the lesson made by their own code. ``name`` is what the line calls
+    the learner's function, e.g. ``"my_squash"``.
+    """
+    if not callable(yours):
+        raise TypeError(f"yours must be the learner's function, got {type(yours).__name__}")
+    if not callable(reference):
+        raise TypeError(f"reference must be capsedu's function, got {type(reference).__name__}")
+    try:
+        ok = bool(check(yours, quiet=True))
+    except CheckFailed:  # grading mode: a failed check raises even when quiet
+        ok = False
+    label = getattr(reference, "__qualname__", type(reference).__name__)
+    if ok:
+        print(f"→ from here on this lesson uses your {name}")
+        return yours
+    print(f"→ from here on this lesson uses capsedu's {label} in place of your {name} "
+          "(yours does not pass its check yet)")
+    return reference
