@@ -52,7 +52,7 @@ from capsedu.data.mnist import MNISTData
 from capsedu.data.multimnist import MultiMNIST
 from capsedu.nets.multi_digit import pair_hits
 from capsedu.training import distributed
-from capsedu.training.checkpoint import load_checkpoint, save_checkpoint
+from capsedu.training.checkpoint import STORAGE, load_checkpoint, save_checkpoint
 from capsedu.training.hardware import model_device, reuse_large_allocations
 from capsedu.training.loop import EpochCallback
 from capsedu.training.modes import eval_mode
@@ -166,14 +166,15 @@ def _tries(name: str, path: Path = TRIES) -> list[dict[str, Any]]:
 
 def _metrics(name: str, recipe: Recipe, path: Path, history: dict, data: dict[str, Any],
              scores: dict[str, float], loads: list[list[float]], tries: Path) -> dict[str, Any]:
-    r"""The record ``NAME.json``: what was trained, on what, how well, how fast and on which machine."""
+    r"""The record ``NAME.json``: what was trained, on what, how well, how fast and on which machine
+    (``scores``: the shipped file's test ``accuracy`` and ``validation`` accuracy)."""
     train_seconds = sum(history["train_seconds"])
     seen = recipe.pairs.get("pairs_per_epoch", len(data["train"])) * len(history["epoch"])
     return {
         "name": name, "kind": recipe.kind, "checkpoint": path.name, "sha256": file_sha256(path),
         "size_bytes": path.stat().st_size, "recipe": dataclasses.asdict(recipe),
         "train_data": _split(data["train"]),
-        "validation_data": _split(data["validation"], history["validation_accuracy"][-1]),
+        "validation_data": _split(data["validation"], scores["validation"]),
         "test_data": _split(data["test"], scores["accuracy"]),
         "epochs": len(history["epoch"]), "test_accuracy": scores["accuracy"],
         "test_standard_error": standard_error(scores["accuracy"], len(data["test"])),
@@ -203,8 +204,37 @@ def writable_out_dir(out_dir: str | os.PathLike) -> Path:
     return path
 
 
+def lossless(float32: float, stored: float, images: int) -> bool:
+    r"""True when accuracy ``stored`` (from half-precision weights) equals ``float32`` to the
+    printed digit (a percentage with two decimals) or within a tenth of a standard error."""
+    return (round(100 * float32, 2) == round(100 * stored, 2)
+            or abs(float32 - stored) <= 0.1 * standard_error(float32, images))
+
+
+def ship(checkpoint: Path, model: torch.nn.Module, splits: dict[str, MNISTData | MultiMNIST],
+         storage: str, device: torch.device, **saved: Any) -> dict[str, Any]:
+    r"""Write ``model`` to ``checkpoint`` in ``storage``'s dtype when that loses nothing.
+
+    The accuracies on ``splits`` (validation and test) are measured from the float32 weights in
+    memory and again from the written file; a half-precision file is kept only when every split's
+    is :func:`lossless`, else the float32 file replaces it. Returns the record's ``storage``,
+    ``float32_accuracy`` and ``stored_accuracy`` (per split), and ``hits``: the shipped file's
+    per-image hits per split (:func:`hits_on`). ``saved``: :func:`save_checkpoint`'s keywords."""
+    pairs = isinstance(splits["test"], MultiMNIST)
+    float32 = {k: scores_of(hits_on(model, v, device), pairs)["accuracy"] for k, v in splits.items()}
+    for candidate in dict.fromkeys([storage, "float32"]):
+        save_checkpoint(checkpoint, model, storage=candidate, **saved)
+        shipped, _ = load_checkpoint(checkpoint)  # measure the weights exactly as they are shipped
+        hits = {k: hits_on(shipped.to(device), v, device) for k, v in splits.items()}
+        accuracy = {k: scores_of(h, pairs)["accuracy"] for k, h in hits.items()}
+        if all(lossless(float32[k], accuracy[k], len(splits[k])) for k in splits):
+            break
+    return {"storage": candidate, "storage_asked": storage, "float32_accuracy": float32,
+            "stored_accuracy": accuracy, "hits": hits}
+
+
 def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHTS_DIR, *,
-                  data_root: str | os.PathLike | None = None, half: bool = True, progress: bool = True,
+                  data_root: str | os.PathLike | None = None, storage: str = "float16", progress: bool = True,
                   report: Callable[[str], None] | None = None, tries: Path = TRIES,
                   device: str | torch.device | None = None,
                   world: distributed.World | None = None) -> dict[str, Any]:
@@ -228,18 +258,20 @@ def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHT
         distributed.barrier()  # until rank 0 has written the record
         return {}
     checkpoint, json_path = shipped_paths(name, out_dir)
-    save_checkpoint(checkpoint, model, objective=recipe_objective(recipe), history=history,
-                    half=half, metadata={"recipe": dataclasses.asdict(recipe)})
-    shipped, _ = load_checkpoint(checkpoint)  # measure the weights exactly as they are shipped
-    hits = hits_on(shipped.to(device), data["test"], device)  # (N,): one pass over the test set
+    splits = {"validation": data["validation"], "test": data["test"]}
+    stored = ship(checkpoint, model, splits, storage, device, objective=recipe_objective(recipe),
+                  history=history, metadata={"recipe": dataclasses.asdict(recipe)})
+    hits = stored.pop("hits")  # the shipped file's, per split
     pairs = isinstance(data["test"], MultiMNIST)
-    scores = scores_of(hits, pairs)
-    metrics = _metrics(name, recipe, checkpoint, history, data, scores, loads, tries) | {
+    scores = scores_of(hits["test"], pairs)
+    validation = scores_of(hits["validation"], pairs)["accuracy"]
+    metrics = _metrics(name, recipe, checkpoint, history, data, scores | {"validation": validation},
+                       loads, tries) | stored | {
         "device": _device_name(device), "world_size": world.world_size,
         "backend": distributed.backend()}
     if "at_least_one" in scores:
         metrics["test_at_least_one"] = scores["at_least_one"]
-    metrics["test_correct"] = packed_bits(hits == (2 if pairs else 1))  # per image
+    metrics["test_correct"] = packed_bits(hits["test"] == (2 if pairs else 1))  # per image
     temporary = json_path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(metrics, indent=2) + "\n")
     temporary.replace(json_path)  # atomic, like the checkpoint: never a half-written record
@@ -273,7 +305,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", dest="settings", action="append", default=[],
                         help="change a recipe: field=value or config.field=value (JSON values, "
                              "e.g. batch_size=128); repeatable; NAME.json records the changed recipe")
-    parser.add_argument("--float32", action="store_true", help="store float32 instead of float16")
+    parser.add_argument("--storage", choices=sorted(STORAGE), default="float16",
+                        help="dtype to store the weights in (default float16); a half-precision file "
+                             "is kept only when its validation and test accuracies equal float32's")
     parser.add_argument("--device", default="cpu",
                         help="train and measure on this torch device, e.g. 'cuda' (default: cpu)")
     parser.add_argument("--tries", type=Path, default=TRIES,
@@ -295,7 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, Any]]:
             recipe = dataclasses.replace(with_changes(RECIPES[name], args.settings)[0], **overrides)
             say(f"== {name}: {recipe}")
             metrics = train_shipped(name, recipe, args.out_dir, data_root=args.data_root,
-                                    half=not args.float32, report=say, tries=args.tries,
+                                    storage=args.storage, report=say, tries=args.tries,
                                     device=args.device, world=world)
             shown = {k: v for k, v in metrics.items() if k not in ("history", "test_correct")}
             say(json.dumps(shown, indent=2))

@@ -1,7 +1,7 @@
 """The zoo trainer on a tiny recipe and random digits, run under torchrun by test_distributed.py.
 
 ``python -m torch.distributed.run --nproc_per_node 2 --standalone tests/distributed_zoo.py
---out-dir DIR``: ``python -m coursetools.train_zoo tiny --float32 --out-dir DIR``, with the
+--out-dir DIR``: ``python -m coursetools.train_zoo tiny --storage float32 --out-dir DIR``, with the
 recipe ``tiny`` added to the recipes and its three splits made of random images (the real
 recipes need the complete MNIST). Each call of ``save_checkpoint`` is logged with its rank in
 ``DIR/../writers.txt``. Also imported by the test, for the same recipe and data.
@@ -53,7 +53,7 @@ def main(argv: list[str]) -> None:
     RECIPES["tiny"] = TINY
     train_zoo.recipe_data = tiny_data
     train_zoo.save_checkpoint = logged_save
-    train_zoo.main(["tiny", "--float32", "--tries", str(out_dir / "no-tries.json"), *argv])
+    train_zoo.main(["tiny", "--storage", "float32", "--tries", str(out_dir / "no-tries.json"), *argv])
 
 
 if __name__ == "__main__":

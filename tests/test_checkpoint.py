@@ -24,15 +24,23 @@ def test_round_trip(tmp_path, rng):
     assert info["metadata"] == {"seed": 3} and not loaded.training
 
 
-def test_half_precision_round_trip_is_close(tmp_path, rng):
+@pytest.mark.parametrize("storage", ["float16", "bfloat16"])
+def test_half_precision_round_trip_is_close_and_named(tmp_path, rng, storage):
     model = CapsNet(SMALL).eval()
     full = save_checkpoint(tmp_path / "full.pt", model)
-    half = save_checkpoint(tmp_path / "half.pt", model, half=True)
+    half = save_checkpoint(tmp_path / "half.pt", model, storage=storage)
     assert half.stat().st_size < 0.6 * full.stat().st_size
-    loaded, _ = load_checkpoint(half)
+    loaded, info = load_checkpoint(half)
+    assert info["storage"] == storage and load_checkpoint(full)[1]["storage"] == "float32"
     assert next(loaded.parameters()).dtype == torch.float32
     x = torch.rand(2, 1, 28, 28, generator=rng)
-    torch.testing.assert_close(loaded(x).lengths, model(x).lengths, atol=1e-3, rtol=1e-2)
+    tolerance = 1e-3 if storage == "float16" else 1e-2
+    torch.testing.assert_close(loaded(x).lengths, model(x).lengths, atol=tolerance, rtol=1e-2)
+
+
+def test_a_storage_dtype_outside_the_three_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="storage must be one of 'float32', 'float16', 'bfloat16', got 'int8'"):
+        save_checkpoint(tmp_path / "m.pt", CapsNet(SMALL), storage="int8")
 
 
 def test_write_is_atomic(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from capsedu.data.mnist import DataFileError
 from capsedu.nets import registry
 from capsedu.training.checkpoint import CheckpointError
 from capsedu.zoo.recipes import Recipe
+from coursetools import train_zoo
 from coursetools.train_zoo import train_shipped
 
 pytestmark = pytest.mark.unit
@@ -94,8 +95,12 @@ def test_toy_network_ships_and_loads_with_its_checksum(toy_kind, tmp_path, full_
     metrics = train_shipped("toy", recipe, tmp_path, data_root=full_data, progress=False)
     assert metrics["kind"] == "toy-mlp" and metrics["train_data"]["images"] == 55_000
     assert (metrics["validation_data"]["images"], metrics["test_data"]["images"]) == (5_000, 10_000)
-    assert metrics["history"]["validation_accuracy"][0] == metrics["validation_data"]["accuracy"]
-    assert abs(metrics["test_accuracy"] - metrics["validation_data"]["accuracy"]) < 0.05  # half precision, other digits
+    # measured from the float32 weights in memory, then from the float16 file that shipped
+    assert metrics["history"]["validation_accuracy"][0] == metrics["float32_accuracy"]["validation"]
+    assert metrics["stored_accuracy"]["validation"] == metrics["validation_data"]["accuracy"]
+    assert metrics["stored_accuracy"]["test"] == metrics["test_accuracy"]
+    assert metrics["storage"] == "float16" == load_checkpoint(tmp_path / "toy.pt")[1]["storage"]
+    assert abs(metrics["test_accuracy"] - metrics["validation_data"]["accuracy"]) < 0.05
     assert len(metrics["load_average_before"]) == 3 and "/" not in json.dumps(metrics["train_data"])
     assert metrics["device"] == "cpu"  # train_shipped(device=...), what trained it
     model = capsedu.pretrained("toy", weights_dir=tmp_path)
@@ -103,6 +108,27 @@ def test_toy_network_ships_and_loads_with_its_checksum(toy_kind, tmp_path, full_
     (tmp_path / "toy.pt").write_bytes((tmp_path / "toy.pt").read_bytes()[:-10] + b"0" * 10)
     with pytest.raises(CheckpointError, match="fails its checksum"):
         capsedu.pretrained("toy", weights_dir=tmp_path)
+
+
+def test_half_precision_ships_only_when_it_loses_nothing(toy_kind, tmp_path, monkeypatch):
+    images, labels = torch.rand(300, 1, 28, 28), torch.arange(300) % 10
+    splits = {k: capsedu.data.mnist.MNISTData(images, labels, source=k) for k in ("validation", "test")}
+    model = ToyNet(ToyConfig(hidden=16)).eval()
+    kept = train_zoo.ship(tmp_path / "toy.pt", model, splits, "bfloat16", torch.device("cpu"))
+    assert kept["storage"] == "bfloat16" and kept["storage_asked"] == "bfloat16"
+    monkeypatch.setattr(train_zoo, "lossless", lambda float32, stored, images: False)
+    refused = train_zoo.ship(tmp_path / "toy.pt", model, splits, "float16", torch.device("cpu"))
+    assert refused["storage"] == "float32" and load_checkpoint(tmp_path / "toy.pt")[1]["storage"] == "float32"
+    assert refused["stored_accuracy"] == refused["float32_accuracy"]  # the float32 file: the same
+
+
+@pytest.mark.parametrize(("float32", "stored", "images", "same"), [
+    (0.9955, 0.9955, 10_000, True), (0.99551, 0.99549, 10_000, True),  # the same printed 99.55 %
+    (0.9955, 0.9954, 10_000, False),  # one image of 10,000: printed 99.54, and 1/7 of an SE
+    (0.9, 0.9002, 10_000, True),  # printed 90.00 and 90.02, but 0.02 points is 1/15 of its SE (0.3)
+])
+def test_lossless_means_the_printed_digit_or_a_tenth_of_a_standard_error(float32, stored, images, same):
+    assert train_zoo.lossless(float32, stored, images) is same
 
 
 def test_an_unknown_kind_and_a_bad_registration_are_named(toy_kind, tmp_path):

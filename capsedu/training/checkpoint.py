@@ -41,6 +41,8 @@ from capsedu.training.objectives import (
 
 FORMAT = "capsedu-checkpoint"
 VERSION = 4  # 1: only CapsNets; 2: network kinds; 3: the objective stored; 4: class_caps
+# the dtypes floating-point weights may be stored in (older files name none: their dtype tells)
+STORAGE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 # Before version 4: each course network kind's old weight names -> today's; a name ending in "."
 # renames every weight under it (a layer), any other name one weight.
@@ -78,21 +80,26 @@ def write_atomically(path: str | os.PathLike, payload: object) -> Path:
 
 def save_checkpoint(path: str | os.PathLike, model: nn.Module, *, objective: Objective | None = None,
                     history: dict | None = None, metadata: dict | None = None,
-                    half: bool = False) -> Path:
+                    storage: str = "float32") -> Path:
     r"""Write ``model`` (its kind, config, weights, the objective it was trained for - by default
     its kind's - and optional history/metadata) to ``path``.
 
-    ``half=True`` stores floating-point weights as float16 (half the size); they are cast back
-    to float32 on load.
+    ``storage`` is the dtype the floating-point weights are stored in: ``"float32"``, or
+    ``"float16"`` / ``"bfloat16"`` (half the size; float16 keeps 3 more bits of mantissa,
+    bfloat16 float32's range). The checkpoint names it (``info["storage"]``); loading casts the
+    weights back to float32.
     """
     require_registered(model)
+    if storage not in STORAGE:
+        raise ValueError(f"storage must be one of {', '.join(map(repr, STORAGE))}, got {storage!r}")
     objective = default_objective(model) if objective is None else objective
     if objective is not None and not isinstance(objective, Objective):
         raise TypeError(f"objective must be a capsedu Objective (capsedu.training.objectives), "
                         f"got {type(objective).__name__}")
-    state = {k: (v.detach().cpu().half() if half and v.is_floating_point() else v.detach().cpu())
+    dtype = STORAGE[storage]
+    state = {k: (v.detach().cpu().to(dtype) if v.is_floating_point() else v.detach().cpu())
              for k, v in model.state_dict().items()}
-    payload = {"format": FORMAT, "version": VERSION, "kind": model.kind,
+    payload = {"format": FORMAT, "version": VERSION, "kind": model.kind, "storage": storage,
                "config": model.config.to_dict(), "state_dict": state,
                "objective": None if objective is None else objective.to_dict(),
                "history": dict(history or {}), "metadata": metadata or {}}
@@ -177,7 +184,8 @@ def load_checkpoint(path: str | os.PathLike, *, expected_config: Any = None,
     r"""Load a checkpoint written by :func:`save_checkpoint`.
 
     Returns ``(model, info)``: the network of the stored kind, float32, in eval mode, and
-    ``info`` with ``kind``, ``config``, ``objective`` (an
+    ``info`` with ``kind``, ``config``, ``storage`` (the dtype the weights were stored in),
+    ``objective`` (an
     :class:`~capsedu.training.objectives.Objective`, or None), ``history`` and ``metadata``. Raises
     :class:`CheckpointError` when the file is missing or corrupt, when its weights do not fit its
     config, or when ``expected_config`` is given and differs from the stored config.
@@ -193,6 +201,8 @@ def load_checkpoint(path: str | os.PathLike, *, expected_config: Any = None,
                               f"{str(error).splitlines()[0]}") from None
     model.eval()
     stored = payload.get("objective")
-    return model, {"kind": model.kind, "config": model.config,
+    dtypes = {v.dtype for v in payload["state_dict"].values() if v.is_floating_point()}
+    storage = payload.get("storage", next((k for k, d in STORAGE.items() if dtypes == {d}), "mixed"))
+    return model, {"kind": model.kind, "config": model.config, "storage": storage,
                    "objective": None if stored is None else objective_from_dict(stored),
                    "history": payload.get("history", {}), "metadata": payload.get("metadata", {})}
