@@ -408,3 +408,30 @@ def test_search_works_offline(site: Path, page: BookPage) -> None:
     links = page.evaluate("[...document.querySelectorAll('#search-results li a')].map(a => a.href)")
     assert any("notebooks/01_squash" in link for link in links), links
     assert not [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
+
+
+SELF_CHECK = "main .capsedu-self-check"  # capsedu.course.self_check's HTML
+
+
+def test_every_self_check_answers_on_the_static_site(site: Path, page: BookPage) -> None:
+    """Every lesson's self-check questions: each option, opened with the keyboard, shows its
+    feedback (one per question says it is right), with no kernel; a screenshot of lesson 01's."""
+    for lesson in lesson_pages(site):
+        page.open(lesson.as_uri())
+        block = page.page.locator(SELF_CHECK)
+        assert block.count() == 1, f"{lesson.name}: {block.count()} self-check blocks, expected 1"
+        questions = block.locator("[role=listitem]")
+        assert 3 <= questions.count() <= 5, f"{lesson.name}: {questions.count()} questions"
+        for q in range(questions.count()):
+            options = questions.nth(q).locator("details")
+            right = 0
+            for o in range(options.count()):
+                feedback = options.nth(o).locator("p")
+                assert not feedback.is_visible(), f"{lesson.name}: question {q + 1}'s feedback is shown before a choice"
+                options.nth(o).locator("summary").focus()
+                page.page.keyboard.press("Enter")
+                assert feedback.is_visible(), f"{lesson.name}: question {q + 1}, option {o + 1} opened nothing"
+                right += feedback.inner_text().startswith("✅ Right.")
+            assert right == 1, f"{lesson.name}: question {q + 1} has {right} right options"
+        if lesson.name.startswith("01_"):
+            block.screenshot(path=str(SCREENSHOTS / f"{lesson.stem}-self-check.png"))

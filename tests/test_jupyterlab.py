@@ -188,6 +188,11 @@ def test_lesson_runs_and_its_controls_change_their_pictures(lab, browser, lesson
             sliders += move_every_slider(page, box)  # then reset must bring the picture back
             press_every_reset(page, box)
         assert sliders >= len(boxes), f"{lesson}: {sliders} sliders in {len(boxes)} explorers"
+        questions = page.locator(".jp-OutputArea-output .capsedu-self-check details")
+        assert questions.count() >= 6, f"{lesson}: the self-check questions were not drawn"
+        questions.first.scroll_into_view_if_needed()
+        questions.first.locator("summary").click()  # the first option of the first question
+        assert questions.first.locator("p").is_visible(), f"{lesson}: a self-check option showed no feedback"
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         boxes[0].scroll_into_view_if_needed()
         page.screenshot(path=str(SCREENSHOTS / f"jupyterlab_{lesson}.png"))
