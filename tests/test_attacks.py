@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from capsedu import BaselineCNN, CNNConfig
 from capsedu.course.checks._probe import probe_capsnet
 from capsedu.explore.attacks import ScoresAsLogits, apgd, attacked_accuracy, fgsm, pgd
+from capsedu.nets.losses import margin_loss
 
 pytestmark = pytest.mark.unit
 
@@ -42,6 +43,30 @@ def test_fgsm_moves_each_pixel_by_eps_within_the_image_range_and_raises_the_loss
     assert loss(model, attacked, labels) > loss(model, images, labels)
     assert model.training  # the mode is left as found
     assert torch.equal(fgsm(model, images, labels, 0.0), images)
+
+
+class Sure(torch.nn.Module):
+    """Class scores that depend on the image yet sit where the margin loss of class 0 is flat."""
+
+    def class_scores(self, images):
+        brightness = images.mean(dim=(1, 2, 3))  # (B,)
+        return torch.stack([0.95 + 0.04 * brightness, 0.05 * brightness, 0.05 * (1 - brightness)], dim=1)
+
+
+def test_fgsm_on_the_margin_loss_climbs_it_and_leaves_a_flat_image_alone(batch):
+    images, labels = batch
+    model = probe_capsnet(3).train()
+    attacked = fgsm(model, images, labels, 0.05, loss="margin")
+    with torch.no_grad():
+        before, after = (float(margin_loss(model.class_scores(x), labels)) for x in (images, attacked))
+    assert after > before and model.training and not attacked.requires_grad
+    assert all(p.grad is None for p in model.parameters())
+    assert float((attacked - images).abs().max()) <= 0.05 + 1e-6
+    sure = Sure()  # its capsule 0 longer than m+ = 0.9, every other shorter than m- = 0.1
+    assert torch.equal(fgsm(sure, images, torch.zeros(6, dtype=torch.long), 0.1, loss="margin"), images)
+    assert not torch.equal(fgsm(sure, images, torch.zeros(6, dtype=torch.long), 0.1), images)
+    with pytest.raises(ValueError, match="loss must be 'ce' or 'margin'"):
+        fgsm(model, images, labels, 0.05, loss="dlr")
 
 
 def test_pgd_stays_in_the_ball_and_climbs_at_least_as_high_as_fgsm(batch):

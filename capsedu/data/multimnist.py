@@ -12,6 +12,7 @@ is also rotated and scaled by its own random amount before it is placed.
   machine that has the same digits (the official test split gives the course's test set);
 * :class:`FreshPairs` - the training batches, new pairs every epoch (the paper drew 1,000 pairs
   per digit), from a seeded generator;
+* :func:`random_pair` - one pair drawn from a generator, as the lesson builds it by hand;
 * :class:`PairTargets` - what each item's target holds: the multi-hot classes, both labels and
   both digits alone, shifted as in the merged image (the reconstruction targets).
 
@@ -35,7 +36,7 @@ from typing import NamedTuple
 import torch
 from torch.utils.data import Dataset
 
-from capsedu._validate import require_int
+from capsedu._validate import require_int, require_tensor
 from capsedu.data.augment import require_limit, warp
 from capsedu.data.mnist import MNISTData, translate
 
@@ -97,6 +98,24 @@ def draw_pairs(labels: torch.Tensor, num_pairs: int, max_shift: int,
         same = labels[first] == labels[second]
     shifts = torch.randint(-max_shift, max_shift + 1, (num_pairs, 2, 2), generator=generator)
     return torch.stack([first, second], dim=1), shifts  # (N, 2), (N, 2, 2)
+
+
+def random_pair(images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator, *,
+                max_shift: int = 4, canvas: int = 36,
+                merge: str = "clip") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""One pair drawn from digits ``images`` (N, C, H, W) with ``labels`` (N,), every random number
+    from ``generator``: ``(image (C, S, S), labels (2,), digits (2, C, S, S))``, the digits alone as
+    placed. What :class:`MultiMNIST` does for many pairs at once."""
+    images = require_tensor("images", images, ndim=4, shape="(N, C, H, W)")
+    labels = require_tensor("labels", labels, ndim=1, shape="(N,)")
+    if len(labels) != len(images):
+        raise ValueError(f"labels must have one entry per image ({len(images)}), got {len(labels)}")
+    if merge not in MERGES:
+        raise ValueError(f"merge must be one of {MERGES}, got {merge!r}")
+    require_int("max_shift", max_shift, minimum=0, maximum=(canvas - images.shape[-1]) // 2)
+    pair, shifts = draw_pairs(labels, 1, max_shift, generator)  # (1, 2), (1, 2, 2)
+    digits = place(images[pair[0]], shifts[0], canvas)  # (2, C, S, S)
+    return merge_digits(digits[0], digits[1], merge), labels[pair[0]], digits  # (C, S, S), (2,), (2, C, S, S)
 
 
 class MultiMNIST(Dataset):

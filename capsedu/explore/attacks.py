@@ -24,6 +24,7 @@ from torch import nn
 
 from capsedu._numbers import require_int, require_number
 from capsedu.nets.cnn import BaselineCNN
+from capsedu.nets.losses import margin_loss
 from capsedu.training.modes import eval_mode
 from capsedu.training.prediction import require_class_scores
 
@@ -48,14 +49,26 @@ class ScoresAsLogits(nn.Module):
         return self.model.class_scores(images).clamp_min(1e-30).log()  # (B, J)
 
 
-def fgsm(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, eps: float) -> torch.Tensor:
+def fgsm(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, eps: float, *,
+         loss: str = "ce") -> torch.Tensor:
     r"""The fast gradient sign method (Goodfellow et al. 2015): each pixel moved ``eps`` along the
-    sign of the loss's gradient, then clipped to [0, 1]. In eval mode; the mode is restored."""
+    sign of the loss's gradient, then clipped to [0, 1]. In eval mode; the mode is restored, and
+    no gradient is left in the network's parameters.
+
+    ``loss="ce"``: the cross-entropy of :class:`ScoresAsLogits` (the loss every attack here
+    climbs). ``loss="margin"``: the margin loss (Eq. 4, :func:`capsedu.nets.losses.margin_loss`)
+    of the class scores themselves - for a capsule network the loss it was trained with, on its
+    class capsules' lengths."""
     require_number("eps", eps, low=0.0, high=1.0)
+    if loss not in ("ce", "margin"):
+        raise ValueError(f"loss must be 'ce' or 'margin', got {loss!r}")
     images = images.detach().clone().requires_grad_(True)
     with eval_mode(model):
-        loss = F.cross_entropy(ScoresAsLogits(model)(images), labels)
-    (gradient,) = torch.autograd.grad(loss, images)
+        if loss == "ce":
+            value = F.cross_entropy(ScoresAsLogits(model)(images), labels)
+        else:
+            value = margin_loss(require_class_scores(model).class_scores(images), labels)
+    (gradient,) = torch.autograd.grad(value, images)
     return (images + eps * gradient.sign()).clamp(0.0, 1.0).detach()  # (B, C, H, W)
 
 

@@ -15,6 +15,7 @@ Shape legend:
     D_in   primary capsule dimension (8)
     D_out  digit capsule dimension (16)
     r      routing iterations
+    P      decoder outputs (pixels, C * H * W)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import NamedTuple
 import torch
 
 from capsedu._validate import require_finite, require_int, require_tensor
-from capsedu.nets.capsnet import CapsNet, require_capsnet
+from capsedu.nets.capsnet import CapsNet, mask_capsules, require_capsnet
 from capsedu.nets.routing import dynamic_routing
 from capsedu.training.hardware import model_device
 from capsedu.training.modes import eval_mode
@@ -93,6 +94,24 @@ def perturb(capsules: torch.Tensor, label: int, offsets: torch.Tensor) -> torch.
     batch = capsules.unsqueeze(0).repeat(offsets.shape[0], 1, 1)  # (B, J, D_out)
     batch[:, label] += offsets.to(batch)
     return batch
+
+
+def perturb_and_decode(decoder: torch.nn.Module, capsules: torch.Tensor, dim: int,
+                       delta: float) -> torch.Tensor:
+    r"""Figure 4's probe for one image: the winning (longest) of ``capsules`` (J, D_out) with
+    ``delta`` added to its dimension ``dim``, every other capsule masked to zero, flattened and
+    decoded by ``decoder`` ((B, J*D_out) -> (B, P), e.g. ``model.decoder``): returns (P,).
+
+    ``capsules`` is not modified.
+    """
+    require_tensor("capsules", capsules, ndim=2, shape="(J, D_out)", floating=True)
+    require_int("dim", dim, minimum=0, maximum=capsules.shape[1] - 1)
+    label = int(capsules.norm(dim=-1).argmax())  # the longest capsule
+    offsets = torch.zeros(1, capsules.shape[1], dtype=capsules.dtype, device=capsules.device)  # (1, D_out)
+    offsets[0, dim] = float(delta)
+    moved = perturb(capsules, label, offsets)  # (1, J, D_out), a copy
+    labels = torch.tensor([label], device=capsules.device)  # (1,)
+    return decoder(mask_capsules(moved, labels))[0]  # (P,)
 
 
 @torch.no_grad()

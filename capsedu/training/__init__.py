@@ -3,6 +3,7 @@ r"""Training any network, one module per concern:
 * ``objectives`` - what a network is trained for, as data (margin, two digits, spread, ...)
 * ``loop`` - ``fit`` and ``evaluate``, for any module with an objective
 * ``schedule`` - the optimiser ``fit`` trains with and its learning-rate schedule
+* ``step`` - ``train_step``: one optimisation step on one batch, as ``fit`` takes on each
 * ``prediction`` - what a trained network says: ``predict`` and ``pair_accuracy``
 * ``uncertainty`` - binomial standard errors of accuracies, and when a gap is a tie
 * ``checkpoint`` - atomic checkpoints of any registered network, older versions read
