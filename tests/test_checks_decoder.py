@@ -6,19 +6,24 @@ from conftest import assert_hint
 from torch import nn
 
 from capsedu import CapsNet, CapsNetConfig, mask_capsules, reconstruction_loss
+from capsedu.course.checks._kit import STUB_HINT
 from capsedu.course.checks.decoder import (
+    check_closest_input,
     check_decoder,
     check_mask,
     check_reconstruct_as,
     check_reconstruction_loss,
-    check_total_loss,
 )
-from capsedu.nets.losses import margin_loss
+from capsedu.nets.capsnet import decoder_network
 
 pytestmark = pytest.mark.unit
 
 
 # ---------------------------------------------------------------- masking
+
+def stub(*args):
+    raise NotImplementedError("write your solution here, then run the check below")
+
 
 def right_mask(capsules, labels=None):
     if labels is None:
@@ -58,6 +63,36 @@ def test_check_mask_hints(wrong, fragment):
     assert_hint(check_mask(wrong), fragment)
 
 
+def mask_dimensions(capsules, labels=None):
+    """The wrong axis: the (B, J) one-hot broadcast as (B, 1, J), over the capsule's numbers."""
+    if labels is None:
+        labels = capsules.norm(dim=-1).argmax(dim=1)
+    keep = torch.nn.functional.one_hot(labels, capsules.shape[1]).to(capsules)
+    return (capsules * keep.unsqueeze(1)).flatten(1)
+
+
+def argmax_over(lengths_of, dim):
+    def mask(capsules, labels=None):
+        if labels is None:
+            labels = lengths_of(capsules).argmax(dim=dim)
+        keep = torch.nn.functional.one_hot(labels, capsules.shape[1]).to(capsules)
+        return (capsules * keep.unsqueeze(-1)).flatten(1)
+    return mask
+
+
+@pytest.mark.parametrize("wrong, fragment", [
+    (mask_dimensions, "DIMENSIONS, not capsules"),
+    (argmax_over(lambda c: c.norm(dim=-1), 0), "not over the batch"),
+    (argmax_over(lambda c: c.norm(dim=1), 1), "not over the classes"),
+])
+def test_check_mask_names_the_wrong_axis(wrong, fragment):
+    assert_hint(check_mask(wrong), fragment)
+
+
+def test_check_mask_stub():
+    assert_hint(check_mask(stub), STUB_HINT)
+
+
 def test_check_mask_missing_labels_argument_is_reported():
     assert_hint(check_mask(lambda c: mask_capsules(c)), "raised TypeError")
 
@@ -83,11 +118,35 @@ def test_check_decoder_hints():
     layers = paper_layers()
     assert_hint(check_decoder(decoder(nn.Linear(160, 512), nn.ReLU(), nn.Linear(512, 784),
                                       nn.Sigmoid())), "160 -> 512 -> 1024 -> 784")
-    assert_hint(check_decoder(decoder(nn.Linear(16, 512), *layers[1:])), "[(16, 512)")
+    assert_hint(check_decoder(decoder(nn.Linear(16, 512), *layers[1:])), "reads 16 numbers")
+    assert_hint(check_decoder(decoder(nn.Linear(32, 512), *layers[1:])), "[(32, 512)")
     assert_hint(check_decoder(decoder(layers[0], layers[2], layers[3], *layers[4:])), "ReLU")
     assert_hint(check_decoder(decoder(*layers[:5])), "Sigmoid")
     assert_hint(check_decoder(decoder(*layers[:5], nn.Tanh())), "Sigmoid")
     assert_hint(check_decoder("decoder"), "nn.Module")
+
+
+def test_check_decoder_takes_a_builder_and_names_its_mistakes():
+    assert check_decoder(lambda: decoder(*paper_layers()))
+    assert check_decoder(lambda in_features=160, hidden=(512, 1024), pixels=784:
+                         decoder_network(in_features, hidden, pixels))
+    assert_hint(check_decoder(stub), STUB_HINT)
+    layers = paper_layers()
+    # the blog's decoder reads the kept capsule's 16 numbers alone
+    assert_hint(check_decoder(lambda: decoder(nn.Linear(16, 512), *layers[1:])), "reads 16 numbers")
+    assert_hint(check_decoder(lambda: decoder(*layers[:5], nn.ReLU())), "ends in a ReLU")
+    assert_hint(check_decoder(lambda: decoder(*layers[:5])), "end with a Sigmoid")
+    assert_hint(check_decoder(lambda: decoder(nn.Linear(160, 256), *layers[1:])), "160 -> 512 -> 1024 -> 784")
+    assert_hint(check_decoder(lambda: decoder(layers[0], layers[2], *layers[3:])), "ReLU after each")
+    assert_hint(check_decoder(lambda: 1 / 0), "raised ZeroDivisionError")
+
+
+def test_check_decoder_leaves_the_learners_random_state_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(2)
+    torch.manual_seed(5)
+    check_decoder(lambda: decoder(*paper_layers()), quiet=True)
+    assert torch.equal(torch.rand(2), expected)
 
 
 # ---------------------------------------------------------------- reconstruction loss
@@ -95,6 +154,10 @@ def test_check_decoder_hints():
 def sse(recon, images):
     diff = recon.reshape(len(images), -1) - images.reshape(len(images), -1)
     return (diff ** 2).sum(dim=1).mean()
+
+
+def test_check_reconstruction_loss_stub():
+    assert_hint(check_reconstruction_loss(stub), STUB_HINT)
 
 
 def test_check_reconstruction_loss_passes():
@@ -106,6 +169,9 @@ def test_check_reconstruction_loss_passes():
     (lambda r, i: ((r.reshape(len(i), -1) - i.reshape(len(i), -1)) ** 2).mean(), "mean squared"),
     (lambda r, i: ((r.reshape(len(i), -1) - i.reshape(len(i), -1)) ** 2).sum(), "AVERAGE over the batch"),
     (lambda r, i: 0.0005 * sse(r, i), "belongs to the total loss"),
+    # the blog's and the advanced notebook's term: F.mse_loss x 0.0005
+    (lambda r, i: 0.0005 * nn.functional.mse_loss(r, i.reshape(len(i), -1)), "784 x 2000 too small"),
+    (lambda r, i: nn.functional.mse_loss(r, i.reshape(len(i), -1)), "F.mse_loss"),
     (lambda r, i: (r.reshape(len(i), -1) - i.reshape(len(i), -1)).abs().sum(dim=1).mean(), "square"),
     (lambda r, i: (r.reshape(len(i), -1) - i.reshape(len(i), -1)).norm(dim=1).mean(), "square root"),
     (lambda r, i: ((r - i) ** 2).sum(dim=1).mean(), "Reshape both"),
@@ -136,23 +202,33 @@ def test_check_reconstruct_as_hints():
     assert_hint(check_reconstruct_as(lambda m, x: m(x).reconstruction), "raised TypeError")
 
 
-# ---------------------------------------------------------------- total loss
+# ---------------------------------------------------------------- closest input (Exercise 2)
 
-def total(lengths, recon, images, labels):
-    return margin_loss(lengths, labels) + 0.0005 * reconstruction_loss(recon, images)
+def closest(recon, images):
+    n = len(images)
+    errors = ((recon.reshape(n, 1, -1) - images.reshape(1, n, -1)) ** 2).sum(dim=-1)
+    return errors.argmin(dim=1)
 
 
-def test_check_total_loss_passes():
-    result = check_total_loss(total)
-    assert result.passed and "0.0005" in result.message
+def errors_of(recon, images):
+    n = len(images)
+    return ((recon.reshape(n, 1, -1) - images.reshape(1, n, -1)) ** 2).sum(dim=-1)
+
+
+def test_check_closest_input_passes():
+    result = check_closest_input(closest)
+    assert result.passed and "nearest" in result.message
+    assert check_closest_input(lambda r, i: torch.cdist(r.flatten(1), i.flatten(1)).argmin(dim=1))
 
 
 @pytest.mark.parametrize("wrong, fragment", [
-    (lambda v, r, x, y: margin_loss(v, y), "only the margin"),
-    (lambda v, r, x, y: margin_loss(v, y) + reconstruction_loss(r, x), "unweighted"),
-    (lambda v, r, x, y: margin_loss(v, y) + 0.005 * reconstruction_loss(r, x), "not 0.005"),
-    (lambda v, r, x, y: margin_loss(v, y) + 0.0005 * ((r - x) ** 2).mean(), "784x"),
-    (lambda v, r, x, y: total(v, r, x, y) * 2, "expected margin"),
+    (lambda r, i: errors_of(r, i).argmin(dim=0), "wrong axis"),
+    (lambda r, i: errors_of(r, i).argmax(dim=1), "FARTHEST"),
+    (lambda r, i: (errors_of(r, i) + torch.diag(torch.full((len(i),), float("inf")))).argmin(dim=1), "own input out"),
+    (errors_of, "table of distances"),
+    (lambda r, i: closest(r, i).float(), "integer tensor"),
+    (lambda r, i: (closest(r, i) + 1) % len(i), "smallest, per reconstruction"),
+    (stub, STUB_HINT),
 ])
-def test_check_total_loss_hints(wrong, fragment):
-    assert_hint(check_total_loss(wrong), fragment)
+def test_check_closest_input_hints(wrong, fragment):
+    assert_hint(check_closest_input(wrong), fragment)

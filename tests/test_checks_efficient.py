@@ -4,8 +4,14 @@ import pytest
 import torch
 
 from capsedu import squash
-from capsedu.course.checks.efficient import check_coupling_spread, check_uniform_couplings
-from capsedu.nets.self_attention import efficient_squash
+from capsedu.course.checks._kit import STUB_HINT
+from capsedu.course.checks.efficient import (
+    attention_variant,
+    check_self_attention,
+    check_uniform_couplings,
+    uniform_routing,
+)
+from capsedu.nets.self_attention import efficient_squash, self_attention_routing
 
 pytestmark = pytest.mark.unit
 
@@ -27,18 +33,34 @@ def test_check_uniform_couplings_passes_and_names_mistakes(capsys):
         assert not result and fragment in result.message, (fragment, result.message)
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (lambda c: c.std(dim=1, correction=0).mean(), "across the IMAGES"),
-    (lambda c: c.std(dim=0).mean(), "population standard deviation"),
-    (lambda c: c.var(dim=0, correction=0).mean(), "variance"),
-    (lambda c: c.std(correction=0), "mixes the couplings"),
-    (lambda c: c.std(dim=0, correction=0), "one number"),
+def test_check_self_attention_passes_capsedus_routing_and_the_lessons_fallback():
+    assert check_self_attention(self_attention_routing)
+    assert check_self_attention(lambda u, b: attention_variant(u, b))
+    assert check_uniform_couplings(uniform_routing)
+
+
+@pytest.mark.parametrize("kind, fragment", [
+    ("softmax_inputs", "sum to 1 over the input capsules"),
+    ("no_scale", "divide u_hat_{j|i} . u_hat_{j|k} by sqrt(D)"),
+    ("no_prior", "the prior b_ij is missing"),
+    ("prior_in_logits", "AFTER the softmax"),
+    ("squash_first", "squashed the predictions before summing"),
+    ("eq1", "Eq. 1's squash"),
 ])
-def test_check_coupling_spread_names_mistakes(wrong, fragment):
-    result = check_coupling_spread(wrong)
+def test_check_self_attention_names_mistakes(kind, fragment):
+    result = check_self_attention(lambda u, b: attention_variant(u, b, kind=kind), quiet=True)
     assert not result and fragment in result.message, result.message
 
 
-def test_check_coupling_spread_passes_the_statistic():
-    assert check_coupling_spread(lambda c: c.std(dim=0, correction=0).mean())
-    assert check_coupling_spread(lambda c: float(((c - c.mean(0)) ** 2).mean(0).sqrt().mean()))
+def test_check_self_attention_stub_and_shapes():
+    def stub(u, b):
+        raise NotImplementedError
+
+    assert STUB_HINT in check_self_attention(stub, quiet=True).message
+    assert "return a tuple (v, c)" in check_self_attention(lambda u, b: attention_variant(u, b)[0], quiet=True).message
+    wrong_shape = check_self_attention(lambda u, b: (attention_variant(u, b)[0][0], attention_variant(u, b)[1]),
+                                       quiet=True)
+    assert "v must have shape" in wrong_shape.message
+    only_v_wrong = check_self_attention(lambda u, b: (2 * attention_variant(u, b)[0], attention_variant(u, b)[1]),
+                                        quiet=True)
+    assert "c is right, v is not" in only_v_wrong.message

@@ -100,3 +100,100 @@ def test_check_multi_hot_hints():
     for fn, words in cases:
         result = check_multi_hot(fn, quiet=True)
         assert not result and words in result.message, (fn, result.message)
+
+
+# --- check_capsule_margin_loss: Eq. 4 from the capsules (the labml peer, fixed) ----------------
+
+from capsedu.course.checks._kit import STUB_HINT  # noqa: E402
+from capsedu.course.checks.margin import (  # noqa: E402
+    SQRT_EPS_HINT,
+    check_capsule_margin_loss,
+    check_pull,
+    reference_pull,
+)
+
+
+def capsule_loss(squared=True, eps=1e-8, lam=0.5, lam_pos=1.0, batch_sum=False, detach=False):
+    """A margin loss on capsules v (B, J, D) and labels (B,), with one optional bug."""
+    def loss_fn(v, labels):
+        v_norm = torch.sqrt((v ** 2).sum(dim=-1) + eps)
+        if detach:
+            v_norm = v_norm.detach()
+        targets = torch.eye(v.shape[1])[labels]
+        power = 2 if squared else 1
+        loss = (lam_pos * targets * torch.relu(0.9 - v_norm) ** power
+                + lam * (1 - targets) * torch.relu(v_norm - 0.1) ** power)
+        per_image = loss.sum(dim=-1)
+        return per_image.sum() if batch_sum else per_image.mean()
+    return loss_fn
+
+
+def test_check_capsule_margin_loss_passes_right_answers():
+    assert check_capsule_margin_loss(capsule_loss(), quiet=True)
+    assert check_capsule_margin_loss(lambda v, labels: margin_loss(v.norm(dim=-1), labels), quiet=True)
+
+
+@pytest.mark.parametrize("bug, words", [
+    ({"squared": False, "eps": 0.0}, UNSQUARED_HINT),  # labml's MarginLoss as published
+    ({"eps": 0.0}, SQRT_EPS_HINT),
+    ({"lam": 1.0, "lam_pos": 0.5}, "lambda multiplies the wrong term"),
+    ({"batch_sum": True}, "summed over the batch"),
+    ({"detach": True}, "detached from v"),
+])
+def test_check_capsule_margin_loss_names_each_bug(bug, words):
+    result = check_capsule_margin_loss(capsule_loss(**bug), quiet=True)
+    assert not result and words in result.message, result.message
+
+
+def test_check_capsule_margin_loss_stub_and_shape():
+    def stub(v, labels):
+        raise NotImplementedError("write it")
+    assert STUB_HINT in check_capsule_margin_loss(stub, quiet=True).message
+    assert "scalar" in check_capsule_margin_loss(lambda v, y: v.sum(-1), quiet=True).message
+
+
+# --- check_pull: -dL_k/d||v_k|| by hand ----------------------------------------------------------
+
+def make_pull(sign_flip=False, factor=2.0, lam_on_present=False, no_hinge=False, loss_not_slope=False,
+              fixed_lam=False):
+    """The pull written the way a learner would, with one optional bug."""
+    def pull(lengths, present, lam=0.5, squared=True):
+        lam = 0.5 if fixed_lam else lam
+        gap = (0.9 - lengths) if present else (lengths - 0.1)
+        inside = (gap > 0).float() if not no_hinge else torch.ones_like(lengths)
+        weight = (lam if lam_on_present else 1.0) if present else (1.0 if lam_on_present else lam)
+        if loss_not_slope:
+            slope = gap ** (2 if squared else 1)
+        elif squared:
+            slope = factor * gap
+        else:
+            slope = torch.ones_like(lengths)
+        value = (1.0 if present else -1.0) * weight * inside * slope
+        return -value if sign_flip else value
+    return pull
+
+
+def test_check_pull_passes_right_answers():
+    assert check_pull(make_pull(), quiet=True)
+    assert check_pull(reference_pull, quiet=True)
+
+
+@pytest.mark.parametrize("bug, words", [
+    ({"sign_flip": True}, "pull is its negative"),
+    ({"factor": 1.0}, "the slope of x**2 is 2x"),
+    ({"lam_on_present": True}, "lambda scales the absent classes only"),
+    ({"no_hinge": True}, "the loss is flat"),
+    ({"loss_not_slope": True}, "the loss L_k itself"),
+    ({"fixed_lam": True}, "use the lam argument"),
+    ({"factor": 3.0}, "the pull is"),
+])
+def test_check_pull_names_each_mistake(bug, words):
+    result = check_pull(make_pull(**bug), quiet=True)
+    assert not result and words in result.message, result.message
+
+
+def test_check_pull_stub_and_shape():
+    def stub(lengths, present, lam=0.5, squared=True):
+        raise NotImplementedError("write it")
+    assert STUB_HINT in check_pull(stub, quiet=True).message
+    assert "one pull per length" in check_pull(lambda x, p, lam=0.5, s=True: x.sum(), quiet=True).message

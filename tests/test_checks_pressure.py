@@ -1,58 +1,130 @@
 """Tests for capsedu.course.checks.pressure: right answers pass, typical mistakes get their own hint."""
 
 import pytest
+import torch
 import torch.nn.functional as F
 
 import capsedu
-from capsedu.course.checks.pressure import check_activity, check_fgsm
+from capsedu.course.checks._kit import STUB_HINT
+from capsedu.course.checks.pressure import check_fgsm, check_margin_fgsm
 from capsedu.explore.attacks import ScoresAsLogits, fgsm
 
 pytestmark = pytest.mark.unit
 
 
-def step(model, images, labels, eps, move):
-    x = images.clone().requires_grad_(True)
+def ce(model, x, y):
+    return F.cross_entropy(ScoresAsLogits(model)(x), y)
+
+
+def margin(model, x, y):
+    return capsedu.margin_loss(model.class_scores(x), y)
+
+
+def on_logs(model, x, y):
+    return capsedu.margin_loss(ScoresAsLogits(model)(x), y)
+
+
+def step(loss, move):
+    """An attack that takes loss's gradient right (eval mode, a copy, autograd.grad), then moves."""
+    def attack(model, images, labels, eps):
+        x = images.detach().clone().requires_grad_(True)
+        with capsedu.eval_mode(model):
+            (gradient,) = torch.autograd.grad(loss(model, x, labels), x)
+        return move(x.detach(), gradient, eps)
+    return attack
+
+
+def right(x, g, e):
+    return (x + e * g.sign()).clamp(0, 1)
+
+
+def in_train_mode(model, images, labels, eps):
+    x = images.detach().clone().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(ce(model, x, labels), x)
+    return right(x.detach(), gradient, eps)
+
+
+def with_backward(model, images, labels, eps):
+    x = images.detach().clone().requires_grad_(True)
     with capsedu.eval_mode(model):
-        F.cross_entropy(ScoresAsLogits(model)(x), labels).backward()
-    return move(x.detach(), x.grad, eps)
+        ce(model, x, labels).backward()
+    return right(x.detach(), x.grad, eps)
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (lambda m, x, y, e: step(m, x, y, e, lambda x, g, e: x + e * g.sign()), "clip"),
-    (lambda m, x, y, e: step(m, x, y, e, lambda x, g, e: (x - e * g.sign()).clamp(0, 1)), "DOWN the loss"),
-    (lambda m, x, y, e: step(m, x, y, e, lambda x, g, e: (x + e * g).clamp(0, 1)), "SIGN"),
-    (lambda m, x, y, e: (m.eval(), fgsm(m, x, y, e))[1], "eval mode"),
-    (lambda m, x, y, e: x.clamp_(0.1, 0.9), "changed the images"),
-    (lambda m, x, y, e: fgsm(m, x.requires_grad_(True), y, e), "changed the images"),
-    (lambda m, x, y, e: fgsm(m, x, y, e).requires_grad_(True), "detached"),
-    (lambda m, x, y, e: fgsm(m, x, y, e)[0], "attacked images of shape"),
-])
+def always_back_to_train(model, images, labels, eps):
+    model.eval()
+    attacked = fgsm(model, images, labels, eps)
+    model.train()
+    return attacked
+
+
+def in_place(model, images, labels, eps):
+    images.requires_grad_(True)
+    with capsedu.eval_mode(model):
+        (gradient,) = torch.autograd.grad(ce(model, images, labels), images)
+    return right(images.detach(), gradient, eps)
+
+
+# the mistakes either check names before it compares any pixel
+ATTACK_MISTAKES = [
+    (lambda loss: (lambda m, x, y, e: (m.eval(), fgsm(m, x, y, e))[1]), "left the network in eval mode"),
+    (lambda loss: always_back_to_train, "left a network that was in eval mode in training mode"),
+    (lambda loss: in_train_mode, "training mode: switch to eval mode"),
+    (lambda loss: with_backward, "left gradients in the network's weights"),
+    (lambda loss: in_place, "changed the images it was given"),
+    (lambda loss: (lambda m, x, y, e: x.clamp_(0.1, 0.9)), "changed the images it was given"),
+    (lambda loss: (lambda m, x, y, e: step(loss, right)(m, x, y, e).requires_grad_(True)), "detached"),
+    (lambda loss: (lambda m, x, y, e: step(loss, right)(m, x, y, e)[0]), "attacked images of shape"),
+    (lambda loss: step(loss, lambda x, g, e: x + e * g.sign()), "clip"),
+    (lambda loss: step(loss, lambda x, g, e: (x - e * g.sign()).clamp(0, 1)), "DOWN the loss"),
+    (lambda loss: step(loss, lambda x, g, e: (x + e * g).clamp(0, 1)), "SIGN of the gradient: every"),
+    (lambda loss: step(loss, lambda x, g, e: (x + e * g / g.norm()).clamp(0, 1)), "scaled to length 1"),
+    (lambda loss: step(loss, lambda x, g, e: (x * (1 + e * g.sign())).clamp(0, 1)), "not a fraction"),
+]
+
+
+@pytest.mark.parametrize("wrong, fragment", ATTACK_MISTAKES)
 def test_check_fgsm_names_mistakes(wrong, fragment):
-    result = check_fgsm(wrong)
+    result = check_fgsm(wrong(ce))
     assert not result and fragment in result.message, result.message
+
+
+def test_check_fgsm_names_the_margin_loss():
+    result = check_fgsm(step(margin, right))
+    assert not result and "climbs the margin loss" in result.message, result.message
 
 
 def test_check_fgsm_passes_fgsm_and_hints_a_stub():
     assert check_fgsm(fgsm)
+    assert check_fgsm(step(ce, right))
 
     def stub(model, images, labels, eps):
         raise NotImplementedError
     result = check_fgsm(stub)
-    assert not result and "not written yet" in result.message
+    assert not result and STUB_HINT in result.message
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (lambda lengths, t: ((lengths > t).float().mean(1).eq(0).float().mean(), (lengths > t).float().mean(1).eq(1).float().mean()), "IMAGES"),
-    (lambda lengths, t: ((lengths >= t).float().mean(0).eq(0).float().mean(), (lengths >= t).float().mean(0).eq(1).float().mean()), "ABOVE"),
-    (lambda lengths, t: ((lengths > t).float().mean(0).eq(1).float().mean(), (lengths > t).float().mean(0).eq(0).float().mean()), "order"),
-    (lambda lengths, t: None, "a pair (dead, always_on)"),
-])
-def test_check_activity_names_mistakes(wrong, fragment):
-    result = check_activity(wrong)
+@pytest.mark.parametrize("wrong, fragment", ATTACK_MISTAKES)
+def test_check_margin_fgsm_names_the_same_mistakes(wrong, fragment):
+    result = check_margin_fgsm(wrong(margin))
     assert not result and fragment in result.message, result.message
 
 
-def test_check_activity_passes_the_shares():
-    on = lambda lengths, t: (lengths > t).float().mean(0)  # noqa: E731
-    assert check_activity(lambda lengths, t: (float((on(lengths, t) == 0).float().mean()),
-                                              float((on(lengths, t) == 1).float().mean())))
+@pytest.mark.parametrize("wrong, fragment", [
+    (step(ce, right), "cross-entropy FGSM"),
+    (fgsm, "cross-entropy FGSM"),
+    (step(on_logs, right), "not their logarithm"),
+])
+def test_check_margin_fgsm_names_the_wrong_loss(wrong, fragment):
+    result = check_margin_fgsm(wrong)
+    assert not result and fragment in result.message, result.message
+
+
+def test_check_margin_fgsm_passes_the_margin_step_and_hints_a_stub():
+    assert check_margin_fgsm(step(margin, right))
+    assert check_margin_fgsm(lambda m, x, y, e: fgsm(m, x, y, e, loss="margin"))
+
+    def stub(model, images, labels, eps):
+        raise NotImplementedError
+    result = check_margin_fgsm(stub)
+    assert not result and STUB_HINT in result.message

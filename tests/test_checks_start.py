@@ -3,51 +3,94 @@
 import pytest
 import torch
 
-from capsedu.course.checks.start import check_capsule_length, check_pose_angle
+from capsedu.course.checks._kit import STUB_HINT
+from capsedu.course.checks.start import (
+    check_choose_threshold,
+    check_moved_spread,
+)
 
 pytestmark = pytest.mark.unit
 
 
-def test_capsule_length_passes_with_the_euclidean_norm(capsys):
-    result = check_capsule_length(lambda v: torch.sqrt((v ** 2).sum(dim=-1)))
-    assert result.passed and result.message.startswith("✅")
-    assert result.message in capsys.readouterr().out
-    assert check_capsule_length(lambda v: v.norm(dim=-1))
+# --- Exercise 1: the face with one part moved; Exercise 2: a threshold on the spread -----------
+
+def face_machinery():
+    """The lesson's face scene: templates, drawing, detection, predicted centres, spread."""
+    import jupytext
+    from conftest import REPO
+
+    cells = jupytext.read(REPO / "notebooks" / "src" / "00_start_here.py").cells
+    source = next(c.source for c in cells if "def part_templates" in c.source)
+    summary = next(c.source for c in cells if "def summarise" in c.source)
+    namespace = {"torch": torch, "np": __import__("numpy")}
+    exec(source, namespace)  # noqa: S102 - the lesson's own cell
+    exec(summary.split("summaries = ")[0], namespace)  # noqa: S102
+    return namespace
 
 
-def test_capsule_length_hints():
+def moved_spread(ns, part, shift, places=None):
+    places = dict(ns["face_places"] if places is None else places)
+    row, col = places[part]
+    places[part] = (row + shift[0], col + shift[1])
+    return ns["spread"](ns["summarise"](ns["draw"](ns["parts"], places)))
+
+
+def test_moved_spread_passes_with_the_lessons_own_scene(capsys):
+    ns = face_machinery()
+    result = check_moved_spread(lambda part, shift: moved_spread(ns, part, shift))
+    assert result.passed and result.message in capsys.readouterr().out
+    assert check_moved_spread(lambda part, shift: torch.tensor(moved_spread(ns, part, shift)))
+
+
+def test_moved_spread_hints():
+    ns = face_machinery()
+
+    def mutates(part, shift):  # moves the part in face_places itself
+        places = ns["face_places"]
+        row, col = places[part]
+        places[part] = (row + shift[0], col + shift[1])
+        return ns["spread"](ns["summarise"](ns["draw"](ns["parts"], places)))
+
+    def moved_prediction(part, shift):  # how far the moved part's prediction went
+        return float(torch.tensor(shift, dtype=torch.float32).norm())
+
     cases = {
-        "squared length": lambda v: (v ** 2).sum(dim=-1),
-        "added the components": lambda v: v.sum(dim=-1),
-        "L1 norm": lambda v: v.abs().sum(dim=-1),
-        "largest component": lambda v: v.abs().max(dim=-1).values,
-        "drop keepdim": lambda v: v.norm(dim=-1, keepdim=True),
-        "use dim=-1": lambda v: v.norm(dim=0),
-        "one number for all capsules": lambda v: v.norm(),
-        "raised ZeroDivisionError": lambda v: 1 / 0,
-        "return a torch.Tensor": lambda v: v.norm(dim=-1).tolist(),
-        "use sqrt(sum(v²))": lambda v: v.norm(dim=-1) + 1,
+        "moved the part in face_places itself": mutates,
+        "nothing moved": lambda part, shift: moved_spread(ns, part, (0, 0)),
+        "how far one prediction went": moved_prediction,
+        "not scrambled_places": lambda part, shift: moved_spread(ns, part, shift, ns["scrambled_places"]),
+        "must return one number": lambda part, shift: ns["summarise"](ns["draw"](ns["parts"], ns["face_places"])),
+        "is not the spread of the face": lambda part, shift: 2 * moved_spread(ns, part, shift),
+        STUB_HINT: stub,
     }
     for hint, fn in cases.items():
-        result = check_capsule_length(fn)
+        ns["face_places"] = {"eyes": (12, 13), "nose": (18, 18), "mouth": (25, 15)}
+        result = check_moved_spread(fn, quiet=True)
         assert not result.passed and result.message.startswith("❌"), hint
         assert hint in result.message, (hint, result.message)
 
 
-def test_pose_angle_passes_in_both_angle_conventions():
-    assert check_pose_angle(lambda v: torch.rad2deg(torch.atan2(v[:, 1], v[:, 0])))
-    assert check_pose_angle(lambda v: torch.rad2deg(torch.atan2(v[:, 1], v[:, 0])) % 360)
+def stub(*args):
+    raise NotImplementedError("write your solution here, then run the check below")
 
 
-def test_pose_angle_hints():
+def test_choose_threshold_passes_halfway_across_the_gap(capsys):
+    result = check_choose_threshold(lambda faces, scrambled: (max(faces) + min(scrambled)) / 2)
+    assert result.passed and result.message in capsys.readouterr().out
+    assert check_choose_threshold(lambda faces, scrambled: torch.tensor((max(faces) + min(scrambled)) / 2))
+
+
+def test_choose_threshold_hints():
     cases = {
-        "radians": lambda v: torch.atan2(v[:, 1], v[:, 0]),
-        "loses the quadrant": lambda v: torch.rad2deg(torch.atan(v[:, 1] / v[:, 0])),
-        "swapped": lambda v: torch.rad2deg(torch.atan2(v[:, 0], v[:, 1])),
-        "one angle per capsule": lambda v: torch.rad2deg(torch.atan2(v[:, 1:], v[:, :1])),
-        "points at": lambda v: v.norm(dim=-1),
+        "would count as scrambled": lambda faces, scrambled: sum(faces) / len(faces),
+        "would count as a face": lambda faces, scrambled: sum(faces + scrambled) / len(faces + scrambled),
+        "hugs the largest face's spread": lambda faces, scrambled: max(faces) + 0.01,
+        "hugs the smallest scrambled face's spread": lambda faces, scrambled: min(scrambled),
+        "a fixed number cannot suit": lambda faces, scrambled: 5.0,
+        "must return one number": lambda faces, scrambled: [max(faces), min(scrambled)],
+        STUB_HINT: stub,
     }
     for hint, fn in cases.items():
-        result = check_pose_angle(fn)
-        assert not result.passed, hint
+        result = check_choose_threshold(fn, quiet=True)
+        assert not result.passed and result.message.startswith("❌"), hint
         assert hint in result.message, (hint, result.message)

@@ -5,16 +5,22 @@ import torch
 from conftest import assert_hint
 
 from capsedu import capsnet_loss, margin_loss, squash
+from capsedu.course.checks._kit import STUB_HINT
 from capsedu.course.checks.training import (
     check_margin_violations,
     check_train_step,
     check_uniform_lengths,
 )
+from capsedu.training.step import train_step as capsedu_train_step
 
 pytestmark = pytest.mark.unit
 
 
 # ---------------------------------------------------------------- one training step
+
+def stub(*args):
+    raise NotImplementedError("write your solution here, then run the check below")
+
 
 def train_step(model, optimizer, images, labels):
     optimizer.zero_grad()
@@ -69,18 +75,41 @@ def double_loss_gradient(model, optimizer, images, labels):
     return loss.item()
 
 
+def step_before_backward(model, optimizer, images, labels):
+    optimizer.zero_grad()
+    loss, _ = capsnet_loss(model, images, labels)
+    optimizer.step()
+    loss.backward()
+    return loss.item()
+
+
+def returns_the_tensor(model, optimizer, images, labels):
+    optimizer.zero_grad()
+    loss, _ = capsnet_loss(model, images, labels)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 def test_check_train_step_passes(capsys):
     result = check_train_step(train_step)
     assert result.passed and result.message.startswith("✅")
     assert result.message in capsys.readouterr().out
-    assert check_train_step(lambda m, o, x, y: torch.tensor(train_step(m, o, x, y)))
+    assert check_train_step(capsedu_train_step)
+
+
+def test_check_train_step_stub():
+    assert_hint(check_train_step(stub), STUB_HINT)
 
 
 @pytest.mark.parametrize("wrong, fragment", [
-    (no_zero_grad, "zero_grad"),
-    (no_step, "did not change"),
+    (no_zero_grad, "previous batch were added"),
+    (no_step, "after loss.backward() call optimizer.step()"),
+    (step_before_backward, "BEFORE loss.backward()"),
+    (returns_the_tensor, "loss.item(), a Python float"),
+    (lambda m, o, x, y: torch.tensor(train_step(m, o, x, y)), "you returned the loss tensor"),
     (margin_only, "only the margin loss"),
-    (masked_by_prediction, "TRUE class"),
+    (masked_by_prediction, "learned from the wrong capsules"),
     (loss_after_step, "before the update"),
     (double_loss_gradient, "differently"),
     (lambda m, o, x, y: None, "as a number"),
@@ -142,3 +171,19 @@ def test_check_uniform_lengths_passes():
 ])
 def test_check_uniform_lengths_hints(wrong, fragment):
     assert_hint(check_uniform_lengths(wrong), fragment)
+
+
+# ---------------------------------------------------------------- capsedu's reference step
+
+def test_capsedu_train_step_is_one_step_on_capsnet_loss():
+    from capsedu.course.checks._probe import probe_capsnet
+
+    images, labels = torch.rand(4, 1, 28, 28, generator=torch.Generator().manual_seed(0)), torch.tensor([1, 2, 3, 4])
+    mine, theirs = probe_capsnet(3).train(), probe_capsnet(3).train()
+    expected = train_step(mine, torch.optim.SGD(mine.parameters(), lr=0.1), images, labels)
+    value = capsedu_train_step(theirs, torch.optim.SGD(theirs.parameters(), lr=0.1), images, labels)
+    assert isinstance(value, float) and value == pytest.approx(expected)
+    for a, b in zip(mine.parameters(), theirs.parameters()):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(TypeError, match="optimizer"):
+        capsedu_train_step(theirs, "adam", images, labels)

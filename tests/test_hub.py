@@ -55,7 +55,8 @@ CLASSROOM = REPO / "classroom"
 SCREENSHOTS = REPO / "build" / "screenshots" / "hub"
 LESSON = "01_squash"
 PASSWORD = "capsedu-class"
-LEARNERS = {"ada": 2, "grace": 1}  # how many of lesson 01's two exercises each one solves
+EXERCISE_COUNT = 3  # lesson 01's: my_squash (Build it), input_length_for, votes_needed
+LEARNERS = {"ada": EXERCISE_COUNT, "grace": 1}  # how many of them each one solves
 CHP_CACHE = Path(os.environ.get("CAPSEDU_HUB_CACHE", Path.home() / ".cache" / "capsedu" / "hub"))
 ENV_BIN = Path(sys.executable).parent
 TEST_CONFIG = """
@@ -382,13 +383,13 @@ def test_a_class_pulls_fetches_submits_and_gets_graded(hub, browser, tmp_path):
         assert (home / "00_start_here.ipynb").exists() and (home / "worked" / "02_primary_capsules.ipynb").exists()
         assert not (home / f"{LESSON}.ipynb").exists(), "a graded lesson must come through nbgrader, not the pull"
         output = fetch_solve_submit(page, user, solutions, count)
-        # one ✅ for the lesson's own squash, one for each solved exercise; a hint for the rest
-        assert output.count("✅") == 1 + count, f"{user}'s checks:\n{output[-2000:]}"
-        assert ("not written yet" in output) == (count < 2), f"{user}'s checks:\n{output[-2000:]}"
+        # one ✅ for each solved exercise (the first is Build it's squash); a hint for the rest
+        assert output.count("✅") == count, f"{user}'s checks:\n{output[-2000:]}"
+        assert ("not written yet" in output) == (count < EXERCISE_COUNT), f"{user}'s checks:\n{output[-2000:]}"
 
-    assert grade(hub) == {"ada": (2.0, 2.0), "grace": (1.0, 2.0)}
+    assert grade(hub) == {"ada": (3.0, 3.0), "grace": (1.0, 3.0)}
     for user, count in LEARNERS.items():
-        assert f"Score: {count:.1f} / 2.0" in fetch_feedback(pages[user], hub, user), f"{user}'s feedback lacks the score"
+        assert f"Score: {count:.1f} / {EXERCISE_COUNT:.1f}" in fetch_feedback(pages[user], hub, user), f"{user}'s feedback lacks the score"
 
     page, lesson00 = pages["ada"], learner_home(hub, "ada") / TARGET / "00_start_here.ipynb"
     add_a_note(page, "00_start_here.ipynb", "# ada's own notes")

@@ -11,9 +11,13 @@ from capsedu.course.checks._kit import STUB_HINT
 from capsedu.course.checks.em import (
     check_e_step,
     check_m_step,
+    check_schedule_share,
     check_spot_the_bug,
     e_step_variant,
+    em_e_step,
+    em_m_step,
     m_step_variant,
+    own_parent_share,
 )
 from capsedu.explore.em import digit_votes, em_explorer, em_figure, em_trace, toy_votes
 from capsedu.nets.em_routing import em_routing
@@ -38,6 +42,29 @@ def test_right_answers_pass(capsys):
     assert capsys.readouterr().out.count("✅") == 3
 
 
+def test_the_lessons_fallback_steps_are_capsedus_and_pass(capsys):
+    assert check_m_step(em_m_step) and check_e_step(em_e_step)
+    votes, a = torch.randn(2, 5, 3, 4, dtype=torch.float64), torch.rand(2, 5, dtype=torch.float64)
+    beta_u, beta_a = torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    R = torch.softmax(torch.randn(2, 5, 3, dtype=torch.float64), dim=-1)
+    torch.testing.assert_close(em_m_step(R, a, votes, beta_u, beta_a, 0.4),
+                               m_step_variant(R, a, votes, beta_u, beta_a, 0.4))
+    mu, sigma_sq, a_out = em_m_step(R, a, votes, beta_u, beta_a, 0.4)
+    torch.testing.assert_close(em_e_step(votes, mu, sigma_sq, a_out), e_step_variant(votes, mu, sigma_sq, a_out))
+
+
+def test_the_schedule_share_check_names_its_mistakes(capsys):
+    assert check_schedule_share(lambda v, a, s: own_parent_share(v, a, s))
+    assert not check_schedule_share(stub) and STUB_HINT in capsys.readouterr().out
+    for kind, hint in (("last_only", "used the last lambda"), ("reversed", "ran backwards"),
+                       ("swapped", "children 0-7 agree on parent 0"), ("activations", "parents' activations"),
+                       ("all_children", "own children only")):
+        assert not check_schedule_share(lambda v, a, s, kind=kind: own_parent_share(v, a, s, kind=kind))
+        assert hint in capsys.readouterr().out, kind
+    assert not check_schedule_share(lambda v, a, s: own_parent_share(v, a, s).mean())
+    assert "one share per toy" in capsys.readouterr().out
+
+
 def test_the_reference_steps_are_capsedus():
     votes, a, beta_u, beta_a = torch.randn(2, 5, 3, 4, dtype=torch.float64), torch.rand(2, 5, dtype=torch.float64), \
         torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
@@ -55,6 +82,10 @@ def test_the_reference_steps_are_capsedus():
     ({"weight_by_activation": False}, "input activations are missing"),
     ({"mass_in_cost": False}, "multiplied by the mass"),
     ({"weighted_variance": False}, "not a plain mean"),
+    ({"count_denominator": True}, "by the number of children I"),
+    ({"variance_eps": False}, "the variance needs + eps"),
+    ({"half_log": False}, "log sigma, not log sigma^2"),
+    ({"with_temperature": False}, "inverse temperature is missing"),
 ])
 def test_m_step_mistakes_get_their_hint(capsys, options, hint):
     assert not check_m_step(lambda *args: m_step_variant(*args, **options))

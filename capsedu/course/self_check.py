@@ -12,7 +12,7 @@ on) an option opens its feedback - in JupyterLab and on the static website alike
 JavaScript and no kernel, and the browser makes it keyboard- and screen-reader-accessible. The
 questions are not graded.
 
-Shape legend: no tensors here.
+Shape legend: none (no tensors here).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@
 # **vector**; the vector's **length** says how likely it is that an entity (a stroke, an eye, a
 # digit) is present, and its **direction** encodes the entity's *pose* (position, angle, size,
 # thickness...). You will build a tiny layer of capsules by hand from the pixels of a real MNIST
-# digit, and see why a max-pooling network cannot tell a face from a scrambled face.
+# digit, and see why a network that max-pools over the whole image cannot tell a face from a
+# scrambled face, while parts that predict where the face should be can.
 
 # %% [markdown]
 # ## Learning objectives
@@ -34,7 +35,8 @@
 # - explain what the length and the direction of a capsule's vector stand for;
 # - describe a capsule network as *inverse graphics*: from pixels back to the parameters of the
 #   parts that drew them;
-# - explain why max-pooling throws away where the parts are, and why that matters.
+# - explain what max-pooling throws away about where the parts are, and why that matters;
+# - measure how well parts *agree* about the whole they belong to.
 
 # %% [markdown]
 # ## Prerequisites and time
@@ -49,16 +51,18 @@
 #   are your copies of the lessons, to run and change; `workspace/worked/NN_name.ipynb` are the
 #   complete lessons, read-only, to compare with. Open the lessons in order and run the cells top
 #   to bottom (Shift-Enter). Every lesson runs on its own: no state is carried between notebooks.
-#   Each lesson follows the same path: **Build it** (you write the piece yourself), **Check it**
-#   (against the reference in `capsedu`), **Use capsedu** (later lessons import the tested
-#   version), **Explore**, **Exercises**.
-# - **Exercises.** In your copy each exercise is a stub — `# YOUR CODE HERE` and
-#   `raise NotImplementedError` — for you to fill in. The cell after it runs a *check* that prints
-#   ✅ or a ❌ with a specific hint about what is probably wrong ("not written yet" until you
-#   start); a cell that uses an exercise's result stops with that error until you have written
-#   it. The worked lesson, and the website, hold the reference solution folded away: the cell
-#   shows as a thin bar with "…" in JupyterLab, a "Click to show" button on the website. Try
-#   first.
+#   From lesson 01 on, each lesson follows the same path: **Build it** (you write the piece the
+#   lesson is named for), **Check it** (against the reference in `capsedu`), **Use capsedu**
+#   (later lessons import the tested version), **Explore**, **Exercises**, and a short
+#   **Self-check** of multiple-choice questions.
+# - **Your code.** In your copy the Build-it piece and each exercise are stubs — `# YOUR CODE
+#   HERE` and `raise NotImplementedError` — for you to fill in. The cell after each runs a *check*
+#   that prints ✅ or a ❌ with a specific hint about what is probably wrong ("not written yet"
+#   until you start). Until your Build-it piece passes, the lesson goes on with `capsedu`'s
+#   version and prints one line to say so; once it passes, the rest of the lesson runs on yours.
+#   So "Run all" works from the start. The worked lesson, and the website, hold the reference
+#   solution folded away: the cell shows as a thin bar with "…" in JupyterLab, a "Click to show"
+#   button on the website. Try first.
 # - **Handouts.** For a class, `make student` (or `python -m coursetools.handouts`) writes the
 #   same stubbed copies of every lesson to `build/student/`, with no outputs.
 # - **In a classroom.** An instructor can project a lesson and let students run their own copies;
@@ -86,6 +90,7 @@
 # | **10 Backprop by hand** | the capsule layer's gradients in NumPy | Procedure 1 |
 # | **11 EM routing** | matrix capsules and routing by clustering | Hinton et al. 2018 |
 # | **12 Beyond routing** | self-attention routing (Efficient-CapsNet); three routers and a CNN on one bench | Mazzia et al. 2021 |
+# | **13 Under pressure** | harder images, adversarial attacks (FGSM), the scaling critique | Hinton et al. 2018, Mitterreiter et al. 2023 |
 #
 # ### Check your environment
 #
@@ -106,7 +111,7 @@ import torchvision
 import torchvision.transforms.functional as TF
 
 import capsedu
-from capsedu.course.checks.start import check_capsule_length, check_pose_angle
+from capsedu.course.checks.start import check_choose_threshold, check_moved_spread
 
 device = capsedu.default_device()
 print(f"Python       {platform.python_version()}")
@@ -394,8 +399,8 @@ offsets = {name: (20 - row, 20 - col) for name, (row, col) in face_places.items(
 # For each scene we record, per part, the **max-pooled** response (what a pooling network keeps)
 # and the **pose** — here just the position of the best match (what a capsule keeps). With the
 # pose, each part can *predict* where the face's centre should be (knowing where, on a face, that
-# part sits). On a real face the three predictions **agree**; on a scrambled face they do not.
-# That agreement is exactly what dynamic routing (lesson 03) looks for.
+# part sits). We measure their agreement by the **spread**: the mean distance of the predicted
+# centres from their average. That agreement is exactly what dynamic routing (lesson 03) looks for.
 
 # %%
 def summarise(image: torch.Tensor) -> dict[str, dict]:
@@ -451,6 +456,11 @@ print(f"predicted face centres: agree for the face ({spread(face):.1f} px), "
       f"disagree for the scrambled face ({spread(mess):.1f} px)")
 
 # %% [markdown]
+# On the real face the three predicted centres coincide: the three crosses sit on one point, a
+# spread of zero. On the scrambled face they land far apart, although every part was found with a
+# perfect score.
+
+# %% [markdown]
 # That was a *global* max. Real CNNs pool locally - a 2 × 2 or 3 × 3 window at a time, layer after
 # layer - and local pooling keeps *coarse* position: which window a part was strongest in. Pool
 # each part's response map in 8 × 8 windows and the two scenes no longer look the same. What local
@@ -474,9 +484,6 @@ for part in parts:
 # %% [markdown]
 # Things to try:
 #
-# - Move one part of `face_places` by a few pixels. How does the spread change? A real face is
-#   never perfect, so a network must decide how much disagreement is still "a face" — routing does
-#   this with soft coupling coefficients.
 # - Draw the face twice as large (scale every template and offset). What would a capsule need in
 #   its pose, besides position, so that the parts still agree?
 # - In the hand-made stroke capsules, change `cell` to 7 (a 4×4 grid) or 2. What do bigger
@@ -485,59 +492,157 @@ for part in parts:
 # %% [markdown]
 # ## Exercises
 #
-# ### Exercise 1: a capsule's length
+# A real face is never drawn perfectly: its parts sit a little off where a template puts them. So
+# agreement cannot mean a spread of exactly zero. These two exercises measure how disagreement
+# grows when a part is out of place, and then choose how much of it is still "a face".
 #
-# Write `capsule_length(v)` that takes capsules `v` of shape (J, D) — J capsules, one per row —
-# and returns their lengths, shape (J,). This is the number a CapsNet reads as "probability that the
-# entity is present".
+# ### Exercise 1: move a part
+#
+# Write `spread_after_moving(part, shift)`: draw the face of `face_places` with one part (`"eyes"`,
+# `"nose"` or `"mouth"`) moved by `shift` = (rows, columns) pixels, and return the spread of the
+# predicted centres, one number in pixels. Leave `face_places` itself unchanged. Before you run the
+# sweep below it: if one part moves by $d$ pixels and the other two stay, how large do you expect
+# the spread to be?
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def capsule_length(v: torch.Tensor) -> torch.Tensor:
+def spread_after_moving(part: str, shift: tuple[int, int]) -> float:
     ### BEGIN SOLUTION
-    return torch.sqrt((v ** 2).sum(dim=-1))
+    places = dict(face_places)  # a copy: the real face stays as it is
+    row, col = places[part]
+    places[part] = (row + shift[0], col + shift[1])
+    return spread(summarise(draw(parts, places)))
     ### END SOLUTION
 
 
 # %% tags=["nbval-check-output"]
-_ = check_capsule_length(capsule_length)  # prints ✅ or a hint
+result = check_moved_spread(spread_after_moving)  # prints ✅ or a hint
 
 # %% [markdown]
-# ### Exercise 2: a capsule's pose angle
-#
-# For 2-D capsules like our stroke capsules, the pose is one angle. Write `pose_angle(v)` that
-# takes (J, 2) capsules, with $x$ in column 0 and $y$ in column 1, and returns the direction of each
-# vector in **degrees**, shape (J,). Careful: a vector and its opposite must get different angles.
-
-# %% jupyter={"source_hidden": true} tags=["hide-input"]
-def pose_angle(v: torch.Tensor) -> torch.Tensor:
-    ### BEGIN SOLUTION
-    return torch.rad2deg(torch.atan2(v[:, 1], v[:, 0]))
-    ### END SOLUTION
-
-
-# %% tags=["nbval-check-output"]
-_ = check_pose_angle(pose_angle)  # prints ✅ or a hint
-
-# %% [markdown]
-# Use both on the stroke capsules of the 4: the longest capsule, and the direction of its stroke.
+# Slide the nose sideways and the mouth down, one pixel at a time:
 
 # %%
-flat = vectors.reshape(-1, 2)  # (49, 2)
-strongest = int(capsule_length(flat).argmax())
-print(f"strongest capsule: row {strongest // 7}, column {strongest % 7}, length "
-      f"{float(capsule_length(flat)[strongest]):.2f}, stroke at {float(pose_angle(flat)[strongest]):+.0f}°")
+if result:
+    for part, step in (("nose", (0, 1)), ("mouth", (1, 0))):
+        spreads = [spread_after_moving(part, (d * step[0], d * step[1])) for d in range(5)]
+        print(f"{part:5s} moved by 0-4 px: spread " + ", ".join(f"{value:.2f}" for value in spreads)
+              + f" px  ({spreads[-1] / 4:.2f} px per pixel moved)")
+else:
+    print("→ this cell runs once Exercise 1 passes its check")
+
+# %% [markdown]
+# The spread grows in proportion to the displacement, by 0.44 px for every pixel the part moves,
+# whichever part it is. That is 4/9: the moved part's prediction goes $d$ away, their average
+# follows by $d/3$, so the three predictions end $2d/3$, $d/3$ and $d/3$ from it. A small error in
+# one part is diluted by the parts that agree, and more parts would dilute it further.
+#
+# ### Exercise 2: where does a face stop being a face?
+#
+# Below are two groups of scenes: faces with one part moved by up to 2 pixels in each direction
+# (still faces), and scrambled faces with the three parts at random places. Each scene's spread is
+# measured; the histogram shows both groups.
+
+# %%
+generator = torch.Generator().manual_seed(0)
+
+
+def random_scene(scrambled: bool, max_shift: int = 2) -> float:
+    """Spread of a face with one part moved by up to max_shift px, or of the parts at random places."""
+    places = dict(face_places)
+    if scrambled:
+        for name, template in parts.items():
+            h, w = template.shape
+            places[name] = (int(torch.randint(0, 40 - h + 1, (1,), generator=generator)),
+                            int(torch.randint(0, 40 - w + 1, (1,), generator=generator)))
+    else:
+        name = list(parts)[int(torch.randint(0, len(parts), (1,), generator=generator))]
+        d_row, d_col = torch.randint(-max_shift, max_shift + 1, (2,), generator=generator).tolist()
+        places[name] = (places[name][0] + d_row, places[name][1] + d_col)
+    return spread(summarise(draw(parts, places)))
+
+
+examples = capsedu.choose(learner=100, fast=40)
+face_spreads = [random_scene(scrambled=False) for _ in range(examples)]
+scrambled_spreads = [random_scene(scrambled=True) for _ in range(examples)]
+
+fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
+bins = np.linspace(0, max(scrambled_spreads) + 1, 40)
+ax.hist(face_spreads, bins=bins, alpha=0.7, label=f"{examples} faces, one part off by up to 2 px")
+ax.hist(scrambled_spreads, bins=bins, alpha=0.7, label=f"{examples} scrambled faces")
+ax.set(xlabel="spread of the predicted centres (px)", ylabel="scenes")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# Write `choose_threshold(face_spreads, scrambled_spreads)`: from the two lists of spreads, return
+# one threshold so that a scene counts as a face when its spread is below it. It must sort these
+# examples right, and it will be judged on new scenes it has not seen, faces a little more
+# displaced and scrambled faces a little more face-like than any here. Where in the gap should it
+# go?
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def choose_threshold(face_spreads: list[float], scrambled_spreads: list[float]) -> float:
+    ### BEGIN SOLUTION
+    return (max(face_spreads) + min(scrambled_spreads)) / 2  # halfway across the gap
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+result = check_choose_threshold(choose_threshold)  # prints ✅ or a hint
+
+# %% [markdown]
+# Now the test: new faces and new scrambled faces, drawn the same way, and faces with one part off
+# by up to 4 pixels, sloppier than any the threshold was chosen on.
+
+# %%
+if result:
+    threshold = choose_threshold(face_spreads, scrambled_spreads)
+    print(f"largest face spread {max(face_spreads):.2f} px, smallest scrambled {min(scrambled_spreads):.2f} px: "
+          f"threshold {threshold:.2f} px")
+    tests = capsedu.choose(learner=300, fast=50)
+    new_faces = [random_scene(scrambled=False) for _ in range(tests)]
+    new_scrambled = [random_scene(scrambled=True) for _ in range(tests)]
+    sloppy = [random_scene(scrambled=False, max_shift=4) for _ in range(tests)]
+    print(f"new faces called scrambled:          {sum(s >= threshold for s in new_faces)} of {tests}")
+    print(f"new scrambled faces called faces:    {sum(s < threshold for s in new_scrambled)} of {tests} "
+          f"(smallest spread {min(new_scrambled):.2f} px)")
+    print(f"faces off by up to 4 px called scrambled: {sum(s >= threshold for s in sloppy)} of {tests}")
+else:
+    print("→ this cell runs once Exercise 2 passes its check")
+
+# %% [markdown]
+# Halfway across the gap, the threshold sorts every new face and every new scrambled face right.
+# The margin earned its keep: the most face-like new scrambled face came to 3.31 px, closer than
+# any scrambled face the threshold was chosen on, and a threshold pushed against that side would
+# have let it through. The sloppier faces show where a hard threshold breaks: some of them, the
+# count printed above, fall on the scrambled side. A real network cannot know in advance how
+# sloppy its parts will be. Dynamic routing (lesson 03) uses no threshold at all: it weighs each
+# part's vote by how well it agrees with the others, with soft coupling coefficients.
 
 # %% [markdown]
 # ## Summary
 #
 # - The course goes from a single formula (lesson 01) to a trained CapsNet (lesson 06) and a
-#   look inside it (lesson 07). Each lesson: build it, check it, use `capsedu`, explore, exercises.
+#   look inside it (lesson 07). From lesson 01 on, you write each lesson's piece, a check tells
+#   you what is wrong, and the lesson goes on with your code once it passes.
 # - A capsule outputs a vector: its **length** is the probability that an entity is present, its
 #   **direction** the entity's pose. Presence should be invariant, pose equivariant — as our
 #   hand-made stroke capsules are under a quarter turn.
 # - A CapsNet is inverse graphics: from pixels to parts and their poses, then to wholes.
-# - Max-pooling keeps *whether* parts fire and forgets *where*: a face and a scrambled face look
-#   the same to it. Capsules keep the pose, so parts can check whether their predictions agree.
+# - A global max-pool keeps *whether* parts fire and forgets *where*: a face and a scrambled face
+#   look the same to it. Local pooling keeps only coarse positions. Capsules keep the pose, so
+#   parts can check whether their predictions of the whole agree.
+# - Agreement is a matter of degree: one part out of place spreads the predictions in proportion
+#   to its error, and a threshold with room on both sides tells faces from scrambled faces.
+
+# %% [markdown]
+# ## Self-check
+#
+# A few questions to test your understanding; click an answer to see whether it is right and why.
+
+# %% tags=["hide-input"]
+from capsedu.course.self_check import self_check  # noqa: E402
+
+self_check("00")
 
 # %% [markdown]
 # ## What's next

@@ -20,9 +20,9 @@
 # maps of 6×6, and these 256 channels are read as **32 capsule types × 8 dimensions**: at each of
 # the 6×6 positions, each type gives one 8-D vector. That makes 32·6·6 = **1,152 primary capsules**,
 # squashed with lesson 01's function. In this lesson you build the layer with `nn.Conv2d`, follow
-# every tensor shape, see how a wrong reshape order silently produces different (meaningless)
-# capsules, check your capsules against `capsedu.PrimaryCaps`, and draw capsule lengths over the
-# 6×6 grid of a real digit.
+# every tensor shape, write the reshape that turns channels into capsules, see how a wrong
+# reshape order silently produces different (meaningless) capsules, check your capsules against
+# `capsedu.PrimaryCaps`, and measure what a trained network's primary capsules carry.
 
 # %% [markdown]
 # ## Learning objectives
@@ -34,7 +34,8 @@
 # - turn a convolution's channels into capsules with `view`, `permute` and `reshape`, and explain
 #   why the order of these matters;
 # - count the parameters of conv1 and of the primary-capsule layer;
-# - read a map of capsule lengths over the grid, and explain what changes when the digit moves.
+# - read a map of capsule lengths over the grid, and explain what changes when the digit moves;
+# - measure whether a primary capsule's length or its direction tells what is in its window.
 
 # %% [markdown]
 # ## Prerequisites and time
@@ -50,7 +51,14 @@ import torch
 from torch import nn
 
 import capsedu
-from capsedu.course.checks.primary import check_grid_size, check_length_map, check_to_capsules
+from capsedu.course.checks import yours_or_reference
+from capsedu.course.checks.primary import (
+    check_grid_size,
+    check_length_and_turn,
+    check_to_capsules,
+    reference_length_and_turn,
+    reference_to_capsules,
+)
 from capsedu.explore.probes import length_maps
 
 generator = capsedu.set_seed(0)  # seeds Python, NumPy and PyTorch
@@ -67,8 +75,8 @@ labels = train.labels[picked]
 # | step | layer | output shape | why |
 # | --- | --- | --- | --- |
 # | input | a batch of MNIST digits | (B, 1, 28, 28) | |
-# | conv1 | 256 filters 9×9, stride 1, ReLU | (B, 256, 20, 20) | 28 − 9 + 1 = 20 |
-# | primary conv | 32·8 = 256 filters 9×9, stride 2 | (B, 256, 6, 6) | ⌊(20 − 9)/2⌋ + 1 = 6 |
+# | conv1 | 256 filters 9×9, stride 1, ReLU | (B, 256, 20, 20) | no padding: the map shrinks (Exercise 1) |
+# | primary conv | 32·8 = 256 filters 9×9, stride 2 | (B, 256, 6, 6) | stride 2: about half as many positions |
 # | to capsules | split channels into 32 types × 8 dims, one capsule per type and position | (B, 1152, 8) | 32·6·6 = 1152 |
 # | squash | Eq. 1 on each 8-D vector | (B, 1152, 8) | lengths in [0, 1) |
 #
@@ -114,27 +122,48 @@ print(f"after primary conv: {tuple(features2.shape)}  = (B, T*D, H, W) with T={n
 #   lowers the resolution without discarding anything a later layer could need.
 
 # %% [markdown]
-# ### Step 3: from channels to capsules
+# ### Step 3: from channels to capsules (your code)
 #
-# We decide that channel `t*8 + d` holds dimension `d` of capsule type `t` — eight consecutive
-# channels form one type. Then:
+# We decide that channel `t*8 + d` holds dimension `d` of capsule type `t`: eight consecutive
+# channels form one type. The capsule of type `t` at grid position (y, x) is the vector of those
+# eight channels' values at (y, x).
 #
-# 1. `view(B, T, D, H, W)` splits the 256 channels into (32 types, 8 dimensions);
-# 2. `permute(0, 1, 3, 4, 2)` moves the capsule dimension D last: (B, T, H, W, D);
-# 3. `reshape(B, T*H*W, D)` lists the capsules: type 0 at all 36 positions first, then type 1, ...
-#    so capsule `i = t*36 + y*6 + x` (**type-major**). `reshape`, not `view`, because after
-#    `permute` the memory is no longer in that order;
-# 4. squash each 8-D vector (lesson 01).
+# **Your task.** Write `my_to_capsules(features, num_types, caps_dim)`. It takes the primary
+# convolution's output, shape (B, T·D, H, W), and returns the squashed capsules, shape
+# (B, T·H·W, D), listed **type-major**: type 0 at all H·W positions first (row by row), then
+# type 1, and so on, so capsule `i = t*H*W + y*W + x`. Squash each D-dimensional vector with
+# `capsedu.squash` (lesson 01). The check runs your function on a layer of another size.
 
-# %%
-def to_capsules(features: torch.Tensor, num_types: int, caps_dim: int) -> torch.Tensor:
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def my_to_capsules(features: torch.Tensor, num_types: int, caps_dim: int) -> torch.Tensor:
     """(B, T*D, H, W) primary-conv output -> (B, T*H*W, D) squashed capsules, type-major."""
     batch, _, height, width = features.shape
+    ### BEGIN SOLUTION
     u = features.view(batch, num_types, caps_dim, height, width)  # (B, T, D, H, W)
     u = u.permute(0, 1, 3, 4, 2)  # (B, T, H, W, D)
     u = u.reshape(batch, num_types * height * width, caps_dim)  # (B, I, D)
     return capsedu.squash(u, dim=-1)  # (B, I, D)
+    ### END SOLUTION
 
+
+# %% tags=["nbval-check-output"]
+_ = check_to_capsules(my_to_capsules)  # prints ✅ or a hint
+
+# %% tags=["nbval-check-output"]
+to_capsules = yours_or_reference(check_to_capsules, my_to_capsules, reference_to_capsules, name="my_to_capsules")
+
+# %% [markdown]
+# One way to write it, the one `capsedu` uses (and the official code's
+# `transpose([0, 1, 3, 4, 2])`):
+#
+# 1. `view(B, T, D, H, W)` splits the 256 channels into (32 types, 8 dimensions);
+# 2. `permute(0, 1, 3, 4, 2)` moves the capsule dimension D last: (B, T, H, W, D);
+# 3. `reshape(B, T*H*W, D)` lists the capsules type-major. `reshape`, not `view`, because after
+#    `permute` the memory is no longer in that order;
+# 4. squash each 8-D vector.
+#
+# The check also knows the usual wrong answers: a bare `.view(B, -1, D)`, the channels split as
+# (D, T) instead of (T, D), a position-major order, a missing squash, and `.view` after `permute`.
 
 # %% tags=["nbval-check-output"]
 u = to_capsules(features2, num_types, caps_dim)  # (B, 1152, 8)
@@ -210,6 +239,17 @@ assert not same.any()
 # normalise numbers from different places together, each capsule's "pose" would mix positions, and
 # weights trained with one layout (like the ones lesson 07 loads) would be read in another. Shape
 # checks cannot catch this; only a test against a reference can.
+#
+# You will meet this bug in the wild: two of this course's own sources contain it.
+#
+# - The "Advanced Capsule Networks" notebook's `PrimaryCaps` writes
+#   `out.view(batch_size, self.num_caps, self.dim_caps, -1)` and then
+#   `out.view(batch_size, self.num_caps * out.size(-1), self.dim_caps)`. Two views, no permute:
+#   the same memory order as `.view(B, -1, D)`.
+# - The MultiMNIST blog post's PyTorch port of Aurélien Géron's TensorFlow CapsNet reshapes
+#   the conv output straight to (B, 1152, 8). Géron's tensors are channels-last, (B, H, W, C), so
+#   there eight consecutive numbers are eight channels of one position: a correct, position-major
+#   layout. PyTorch's are channels-first, (B, C, H, W), and the same reshape becomes the shortcut.
 
 # %% [markdown]
 # ## Check it
@@ -226,13 +266,6 @@ with torch.no_grad():
 torch.testing.assert_close(u, expected)
 assert not torch.allclose(u_wrong, expected)
 print(f"our capsules equal capsedu.PrimaryCaps's: {tuple(u.shape)}; the shortcut's do not")
-
-# %% [markdown]
-# The course's check runs `to_capsules` on a differently sized layer and recognises the usual
-# layout mistakes:
-
-# %% tags=["nbval-check-output"]
-_ = check_to_capsules(to_capsules)  # prints ✅ or a hint
 
 # %% [markdown]
 # ## Use capsedu
@@ -313,9 +346,10 @@ print(f"for comparison, a blank image gives lengths of {float(blank_lengths.min(
 
 # %% [markdown]
 # Do the capsule types of a **trained** network respond to different parts, as the intuition
-# above suggests? The network shipped with the course (`capsedu.pretrained()`, the CPU configuration: 32 conv1 channels and
-# 8 capsule types, trained in lesson 06's way) gives these length maps for the same four digits —
-# one row per digit, one 6×6 map per type, all on one colour scale:
+# above suggests? The network shipped with the course (`capsedu.pretrained()`, the CPU
+# configuration: 32 conv1 channels and 8 capsule types, trained on 55,000 MNIST digits for 15
+# epochs) gives these length maps for the same four digits — one row per digit, one 6×6 map per
+# type, all on one colour scale:
 
 # %%
 trained = capsedu.pretrained()
@@ -339,23 +373,17 @@ strongest = trained_lengths.amax(dim=(2, 3))  # (B, T) the longest capsule of ea
 print("longest capsule of each type, per digit:")
 for label_k, row in zip(labels.tolist(), strongest):
     print(f"  label {label_k}: " + " ".join(f"{value:.2f}" for value in row.tolist()))
-print(f"all {trained_lengths.numel():,} primary capsules of these digits: shortest "
+print(f"all {trained_lengths.numel():,} primary capsules of these {len(x)} digits "
+      f"({trained_lengths[0].numel()} each): shortest "
       f"{trained_lengths.min():.2f}, median {trained_lengths.median():.2f}, "
       f"{(trained_lengths > 0.9).float().mean():.0%} longer than 0.9")
 
 # %% [markdown]
 # **They do not — not in their lengths.** Every primary capsule of the trained network is
 # close to length 1 (of the 1,152 above: shortest 0.97, median 1.00, so all of them longer than
-# 0.9), at every position of the grid alike — and since each primary capsule sees a
-# 17 × 17 window of the 28 × 28 digit, none of them looks at empty background alone; the maps
-# differ only in faint patches. So in this network a primary capsule's length says little about whether "its"
-# part is present: what it detects is carried by its *direction*, the 8 numbers that lesson 03
-# turns into votes. That is not the picture the intuition above (and the paper's description of
-# capsules) suggests.
-# One plausible reason: nothing in the loss asks primary capsules to be short — the margin loss
-# (lesson 04) constrains only the digit capsules' lengths — and a 9 × 9 convolution over a
-# 20 × 20 feature map sees some stroke almost everywhere (each primary capsule looks at a
-# 17 × 17-pixel window of the digit).
+# 0.9), at every position of the grid alike, and the maps differ only in faint patches. So in
+# this network a primary capsule's length says little about whether "its" part is present. Then
+# what does say what is in a capsule's window? Exercise 2 measures it.
 
 # %% [markdown]
 # ### Move the digit, move the capsules
@@ -380,7 +408,7 @@ print("shifting the digit by 2 pixels moves every capsule by exactly one grid ce
 #
 # - Shift the digit by **1** pixel instead of 2. Are the capsules still just moved? Which numbers
 #   change, and how much compared with the lengths?
-# - Replace `permute(0, 1, 3, 4, 2)` in `to_capsules` by `permute(0, 3, 4, 1, 2)` (position-major).
+# - Replace `permute(0, 1, 3, 4, 2)` in your `my_to_capsules` by `permute(0, 3, 4, 1, 2)` (position-major).
 #   Is that wrong, or only different? What would break if the next layer's weights were trained with
 #   the other order?
 # - How many primary capsules would a 32×32 input give? Compute it, then check with
@@ -393,8 +421,9 @@ print("shifting the digit by 2 pixels moves every capsule by exactly one grid ce
 #
 # Write `grid_size(image_size, conv1_kernel, primary_kernel, primary_stride)` returning the side of
 # the primary-capsule grid (6 for the paper). conv1 has stride 1 and no padding; the primary
-# convolution has no padding either. A convolution of kernel $k$ and stride $s$ over $n$ pixels
-# gives $\lfloor (n - k)/s \rfloor + 1$ outputs.
+# convolution has no padding either. Work out how many positions a kernel fits into a row of
+# pixels with a given stride (a drawing of a short row helps), then chain the two layers. The
+# check tries other image sizes too.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def grid_size(image_size: int, conv1_kernel: int, primary_kernel: int, primary_stride: int) -> int:
@@ -408,21 +437,55 @@ def grid_size(image_size: int, conv1_kernel: int, primary_kernel: int, primary_s
 _ = check_grid_size(grid_size)  # prints ✅ or a hint
 
 # %% [markdown]
-# ### Exercise 2: from capsules back to maps
+# ### Exercise 2: length or direction?
 #
-# The plots above needed the opposite of `to_capsules`: from capsules `u` of shape (B, T·H·W, D)
-# (type-major, H = W = `grid`) to a map of their **lengths**, shape (B, T, H, W), where
-# `maps[b, t, y, x]` is the length of capsule `t*grid*grid + y*grid + x`. Write `length_map`.
+# A capsule has two things that could tell what is in its window: its length and its direction.
+# Design the measurement that compares two sets of capsules, `u` (B, I, D) and `u_ref` (B, I, D)
+# or (1, I, D) (one reference for every image), capsule by capsule. Write
+# `length_and_turn(u, u_ref)` returning two (B, I) tensors:
+#
+# - how much longer each capsule of `u` is than its counterpart in `u_ref` (negative if shorter);
+# - the angle between the two capsules, in degrees (0: same direction, 180: opposite).
+#
+# The lesson then feeds it the trained network's capsules of the four digits, against those of
+# a blank image and against those of another digit. Before you run it, predict: which of the two
+# numbers will change more?
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def length_map(u: torch.Tensor, num_types: int, grid: int) -> torch.Tensor:
+def length_and_turn(u: torch.Tensor, u_ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Capsules u (B, I, D) against u_ref (B or 1, I, D) -> (length change, angle in degrees), (B, I) each."""
     ### BEGIN SOLUTION
-    return u.norm(dim=-1).view(u.shape[0], num_types, grid, grid)
+    change = u.norm(dim=-1) - u_ref.norm(dim=-1)  # (B, I)
+    cosine = torch.nn.functional.cosine_similarity(u, u_ref.expand_as(u), dim=-1)  # (B, I)
+    return change, torch.rad2deg(torch.acos(cosine.clamp(-1.0, 1.0)))  # (B, I), (B, I)
     ### END SOLUTION
 
 
 # %% tags=["nbval-check-output"]
-_ = check_length_map(length_map)  # prints ✅ or a hint
+_ = check_length_and_turn(length_and_turn)  # prints ✅ or a hint
+
+# %% tags=["nbval-check-output"]
+measure = yours_or_reference(check_length_and_turn, length_and_turn, reference_length_and_turn,
+                             name="length_and_turn")
+with torch.no_grad():
+    digit_u = trained.encode(x)  # (4, I, D): the four digits
+    blank_u = trained.encode(torch.zeros(1, 1, 28, 28))  # (1, I, D): no ink at all
+    other_u = trained.encode(x.flip(0))  # (4, I, D): each digit's capsules against another digit's
+for name, reference_u in (("a blank image", blank_u), ("another digit", other_u)):
+    change, angle = measure(digit_u, reference_u)  # (4, I) each
+    print(f"digit against {name:13s}: length change median {float(change.abs().median()):.3f}, "
+          f"largest {float(change.abs().max()):.3f}; direction turned by a median "
+          f"{float(angle.median()):.0f} degrees, {float((angle > 30).float().mean()):.0%} of capsules by over 30")
+
+# %% [markdown]
+# The direction, by far. Put ink in front of the trained network's primary capsules and their
+# lengths hardly change: by a median 0.023, at most 0.077. Their directions turn by a median 61
+# degrees, 89 % of them by over 30. Swap one digit for another and the lengths change even less
+# (median 0.001), while the directions still turn. So in this network *what* a primary capsule
+# sees is carried by its direction: the 8 numbers that lesson 03 turns into votes. That is not the
+# picture the paper's description of capsules suggests ("the length of the activity vector" as the
+# probability that an entity exists). One plausible reason: nothing in the loss asks primary
+# capsules to be short — the margin loss (lesson 04) constrains only the digit capsules' lengths.
 
 # %% [markdown]
 # ## Summary
@@ -433,7 +496,19 @@ _ = check_length_map(length_map)  # prints ✅ or a hint
 #   then squash — gives 1,152 capsules of 8 numbers, each the pose of one type at one place.
 # - `.view(B, -1, 8)` has the right shape and the wrong meaning: test layouts against a reference.
 # - The primary layer is equivariant: moving the digit by the stride moves the capsules by one cell.
+# - In the trained network every primary capsule is nearly 1 long; what it sees is carried by its
+#   direction, not its length.
 # - `capsedu.PrimaryCaps` and `CapsNet.encode` are the tested versions used from now on.
+
+# %% [markdown]
+# ## Self-check
+#
+# Click an option to see whether it is right, and why.
+
+# %% tags=["hide-input"]
+from capsedu.course.self_check import self_check  # noqa: E402
+
+self_check("02")
 
 # %% [markdown]
 # ## What's next

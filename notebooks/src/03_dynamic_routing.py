@@ -20,9 +20,10 @@
 # $\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i$, and *routing by agreement* (Procedure 1 of
 # Sabour et al., 2017) decides how much of each vote reaches each digit: votes that agree with
 # the emerging output get a larger share. You write Procedure 1 twice — as a literal loop, then
-# vectorised — and check both against `capsedu`. You see why the softmax must run over the output
-# capsules and what detaching the inner iterations changes. Then you route a real digit through a
-# trained network with a slider from 1 to 7 iterations, and measure how much routing moves.
+# vectorised — and a check tells you which typical mistake, if any, your version makes. You see
+# what detaching the inner iterations changes, then route a real digit through a trained network
+# with a slider from 1 to 7 iterations. In the exercises you predict what a softmax over the
+# wrong axis does, and measure whether routing settles.
 
 # %% [markdown]
 # ## Learning objectives
@@ -32,12 +33,13 @@
 # - compute the prediction vectors $\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i$ and name
 #   every axis of the (B, I, J, D_out) result;
 # - write Procedure 1 as a loop over capsules and as a few tensor operations, and prove they agree;
-# - explain why $c_{ij}$ is a softmax over the output capsules $j$, and what breaks otherwise;
+# - recognise the routing mistakes that published implementations make;
+# - explain why $c_{ij}$ is a softmax over the output capsules $j$, and predict what breaks otherwise;
 # - say why the logits are log priors, why agreement is a dot product and why every primary
 #   capsule has its own $\mathbf W_{ij}$;
 # - explain what `detach_inner` changes (gradients, not outputs), and what it did to training;
-# - read coupling maps and vote shares of a trained network, and say how much extra iterations
-#   change them.
+# - read coupling maps and vote shares of a trained network, and measure how the routing logits
+#   change from one iteration to the next.
 #
 # ## Prerequisites and time
 #
@@ -49,7 +51,6 @@
 
 # %%
 import time
-from itertools import pairwise
 
 # %matplotlib inline
 import matplotlib.pyplot as plt
@@ -58,7 +59,15 @@ from torch.utils.data import DataLoader
 
 import capsedu
 from capsedu import CapsNetConfig, DigitCaps, dynamic_routing, squash
-from capsedu.course.checks.routing import check_predictions, check_routing, check_routing_history
+from capsedu.course.checks import yours_or_reference
+from capsedu.course.checks.routing import (
+    check_logit_changes,
+    check_predictions,
+    check_routing,
+    check_wrong_axis_output,
+    logit_changes_reference,
+    routing_with_mistake,
+)
 from capsedu.explore.figures import routing_strip
 from capsedu.explore.probes import vote_shares
 from capsedu.explore.widgets import routing_explorer
@@ -114,15 +123,20 @@ torch.testing.assert_close(digit_caps.prediction_vectors(u), u_hat)
 # 4. for every pair $(i, j)$: $b_{ij} \leftarrow b_{ij} + \hat{\mathbf u}_{j|i}\cdot\mathbf v_j$
 #    — the *agreement* between a vote and the output.
 #
-# Written exactly like that, one capsule at a time (step 4 is skipped after the last iteration:
-# it would only change logits nobody reads):
+# Write `my_routing_loop(u_hat, routing_iterations)` exactly like that, one image and one capsule
+# at a time: Python `for` loops over the images, the iterations, and the capsules $i$ and $j$,
+# with `torch.softmax` on one row of logits and `squash` (from lesson 01) on one vector at a time.
+# Each image is routed on its own votes. Return `(v, c)`: the output capsules (B, J, D) and the
+# coupling coefficients (B, I, J) of the last iteration. Step 4 may be skipped after the last
+# iteration: it only changes logits that nobody reads.
 
-# %%
-def routing_loop(u_hat: torch.Tensor, routing_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Procedure 1, one capsule at a time. u_hat (B, I, J, D) -> v (B, J, D), c (B, I, J)."""
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def my_routing_loop(u_hat: torch.Tensor, routing_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Procedure 1, one image and one capsule at a time. u_hat (B, I, J, D) -> v (B, J, D), c (B, I, J)."""
     batch, num_in, num_out, dim = u_hat.shape
-    v = torch.zeros(batch, num_out, dim)
-    c = torch.zeros(batch, num_in, num_out)
+    v = torch.zeros(batch, num_out, dim)  # (B, J, D)
+    c = torch.zeros(batch, num_in, num_out)  # (B, I, J)
+    ### BEGIN SOLUTION
     for n in range(batch):  # images are routed independently
         b = torch.zeros(num_in, num_out)  # b_ij <- 0
         for iteration in range(routing_iterations):
@@ -135,36 +149,68 @@ def routing_loop(u_hat: torch.Tensor, routing_iterations: int) -> tuple[torch.Te
                 for i in range(num_in):
                     for j in range(num_out):
                         b[i, j] = b[i, j] + u_hat[n, i, j] @ v[n, j]  # agreement
+    ### END SOLUTION
     return v, c
 
+
+# %% tags=["nbval-check-output"]
+_ = check_routing(my_routing_loop)  # prints ✅ or a hint
+
+# %% tags=["nbval-check-output"]
+routing_loop = yours_or_reference(check_routing, my_routing_loop, dynamic_routing, name="my_routing_loop")
 
 # %% [markdown]
 # ### 3. Vectorised
 #
-# The loops over $n$, $i$ and $j$ become broadcasting. Follow the shapes:
+# The loops over the images and the capsules become broadcasting; only the loop over the $r$
+# iterations stays. Write `my_routing_vectorised(u_hat, routing_iterations)`, with the same
+# inputs and outputs as the loop, from whole-tensor operations. Follow the shapes:
 #
-# | quantity | shape | how |
+# | quantity | shape | axis it comes from |
 # |---|---|---|
-# | `b`, `c` | (B, I, J) | `softmax(b, dim=2)`: dim 2 is J |
-# | `c[..., None] * u_hat` | (B, I, J, D) | each vote scaled by its coupling |
-# | `s`, `v` | (B, J, D) | sum over dim 1 (I), then squash each D-vector |
-# | agreement | (B, I, J) | `(u_hat * v[:, None]).sum(-1)`: one dot product per (i, j) |
-#
-# `softmax_dim` is an argument only so that we can break it on purpose below.
+# | logits `b`, couplings `c` | (B, I, J) | one logit per image and pair $(i, j)$ |
+# | votes scaled by their couplings | (B, I, J, D) | `c` with a trailing axis of size 1 |
+# | `s`, `v` | (B, J, D) | summed over I; squash on each D-vector |
+# | agreement | (B, I, J) | one dot product over D per image and pair $(i, j)$ |
 
-# %%
-def routing_vectorised(u_hat: torch.Tensor, routing_iterations: int,
-                       softmax_dim: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def my_routing_vectorised(u_hat: torch.Tensor, routing_iterations: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Procedure 1 with tensor operations. u_hat (B, I, J, D) -> v (B, J, D), c (B, I, J)."""
+    ### BEGIN SOLUTION
     b = torch.zeros(u_hat.shape[:3])  # (B, I, J)
     for iteration in range(routing_iterations):
-        c = torch.softmax(b, dim=softmax_dim)  # (B, I, J)  Eq. 3
+        c = torch.softmax(b, dim=2)  # (B, I, J)  Eq. 3
         s = (c[..., None] * u_hat).sum(dim=1)  # (B, J, D)  Eq. 2
         v = squash(s, dim=-1)  # (B, J, D)  Eq. 1
         if iteration < routing_iterations - 1:
             b = b + (u_hat * v[:, None]).sum(dim=-1)  # (B, I, J)  agreement
     return v, c
+    ### END SOLUTION
 
+
+# %% tags=["nbval-check-output"]
+_ = check_routing(my_routing_vectorised)  # prints ✅ or a hint
+
+# %% tags=["nbval-check-output"]
+routing_vectorised = yours_or_reference(check_routing, my_routing_vectorised, dynamic_routing,
+                                        name="my_routing_vectorised")
+
+# %% [markdown]
+# **The same mistakes, in the wild.** The check knows the slips that published CapsNets make,
+# because a routing bug rarely crashes: the shapes stay right and a network still trains.
+#
+# - The labml annotated implementation, one of this course's sources, builds its router with
+#   `nn.Softmax(dim=1)` on logits of shape (batch, inputs, outputs): the softmax over the
+#   **inputs**. Exercise 2 asks what that does.
+# - pyCapsNet, the NumPy CapsNet whose README is another source, keeps one set of logits of
+#   shape (1, I, J, 1) for the whole batch and moves it by the **batch mean** of the agreements,
+#   so every image of a batch gets the same couplings. Its `F.softmax(b)` names no axis, and for
+#   a 4-D tensor PyTorch's legacy default is dim 1: the inputs again.
+# - The MultiMNIST blog post, a third source, writes the three iterations out by hand and adds
+#   each round's agreement to the *initial* scores: the logits are **replaced**, not accumulated,
+#   so the third iteration forgets the second.
+#
+# The course's own `capsedu.dynamic_routing` is the vectorised version you just wrote.
 
 # %% [markdown]
 # ### 4. Why Procedure 1 looks like this
@@ -173,8 +219,9 @@ def routing_vectorised(u_hat: torch.Tensor, routing_iterations: int,
 # probabilities that capsule $i$ should be coupled to capsule $j$". A softmax turns
 # log-probabilities into probabilities, so $c_{ij} = \operatorname{softmax}_j(b_{ij})$ is a
 # distribution over the parents of child $i$. Starting from $b = 0$ is a uniform prior: before any
-# evidence, every parent is equally likely. (The paper says the priors could be learned; like most
-# implementations, this course keeps them at 0.)
+# evidence, every parent is equally likely. The paper's own experiments start every $b_{ij}$ at 0
+# (its section 4), although it notes the priors could be learned with the other weights; this
+# course does the same.
 #
 # **Agreement is a dot product.** $\hat{\mathbf u}_{j|i}\cdot\mathbf v_j =
 # \lVert\hat{\mathbf u}_{j|i}\rVert\,\lVert\mathbf v_j\rVert\cos\theta$ is large when the vote
@@ -206,8 +253,6 @@ for r in (1, 3):
         torch.testing.assert_close(v_mine, v_ref)
         torch.testing.assert_close(c_mine, c_ref)
 print("routing_loop and routing_vectorised match capsedu.dynamic_routing for r = 1 and r = 3")
-check_routing(routing_loop)
-_ = check_routing(routing_vectorised)  # prints ✅ or a hint
 
 # %% [markdown]
 # And at the paper's size, on the votes `u_hat` from step 1. The loop routes one image; the
@@ -233,32 +278,18 @@ v_ref, c_ref = dynamic_routing(u_hat, 3)
 torch.testing.assert_close(v_loop, v_ref[:1])
 torch.testing.assert_close(v_vec, v_ref)
 torch.testing.assert_close(c_vec, c_ref)
-print(f"loop: {loop_seconds:.2f} s for 1 image; vectorised: {1000 * vectorised_seconds:.1f} ms "
+stand_in = " (capsedu's vectorised routing stands in for your loop)" if routing_loop is dynamic_routing else ""
+print(f"loop: {loop_seconds:.2f} s for 1 image{stand_in}; vectorised: {1000 * vectorised_seconds:.1f} ms "
       f"for {len(u_hat)} images")
 
 # %% [markdown]
 # ### The softmax runs over the output capsules J
 #
 # $c_{ij}$ is how much of capsule $i$'s vote goes to parent $j$: each input capsule has one unit
-# of "vote" to share among the J parents, so $\sum_j c_{ij} = 1$ for every $i$. That is
-# `softmax(b, dim=2)`. With `dim=1` the softmax normalises over the 1152 *inputs* instead: the
-# coefficients no longer sum to 1 over J, no input has to choose between parents, and every
-# output capsule receives a weighted *average* of its votes instead of a sum of shares.
-
-# %% tags=["nbval-check-output"]
-_, c_right = routing_vectorised(u_hat, 3, softmax_dim=2)
-_, c_wrong = routing_vectorised(u_hat, 3, softmax_dim=1)
-sum_right, sum_wrong = c_right.sum(dim=2), c_wrong.sum(dim=2)  # (B, I): sum over J
-assert torch.allclose(sum_right, torch.ones_like(sum_right))
-assert not torch.allclose(sum_wrong, torch.ones_like(sum_wrong), atol=0.5)
-print(f"softmax over J (dim=2): sum over j of c_ij is 1 for all {sum_right.numel()} (image, i)")
-print(f"softmax over I (dim=1): sum over j of c_ij is on average {sum_wrong.mean():.4f} "
-      f"= J/I = {J}/{I}")
-
-# %% [markdown]
-# Averaging 1152 small, disagreeing votes gives a short $\mathbf s_j$, and squash shrinks short
-# vectors to almost nothing, so every digit capsule ends up nearly empty: routing degenerates.
-# You will see it on a real digit in *Explore*.
+# of "vote" to share among the J parents, so $\sum_j c_{ij} = 1$ for every $i$, and a vote that
+# goes to one parent is taken from the others. That competition between the parents of one child
+# is the point of routing. What the softmax over the other axis does to the outputs is
+# Exercise 2.
 #
 # ### Why the inner iterations detach $\hat{\mathbf u}$
 #
@@ -344,8 +375,8 @@ print(f"on 4,000 training images ({small_study['epochs']} epochs): " + ", ".join
 # `CapsNetConfig(routing="factored")`), so the study does not say how much of the factor the
 # longer gradient alone costs. No accuracy gap reaches two standard errors of one test run, and
 # the largest is about the size of the spread between the seeds of one setting: seed by seed, the
-# two settings tie. Still, every seed leans the same way, in this study and in the 4,000-digit
-# one: a hint worth a larger study (more seeds, the recipe's full 15 epochs), not a finding. The
+# two settings tie. Still, every seed leans the same way, and so does the mean of the 4,000-digit
+# study: a hint worth a larger study (more seeds, the recipe's full 15 epochs), not a finding. The
 # course keeps `detach_inner=True`, with no measurable loss at either scale and a training time
 # that was shorter in this study (implementation included); with a GPU or more patience,
 # `CapsNetConfig(detach_inner=False)` follows the paper.
@@ -480,30 +511,6 @@ routing_strip(model, image, label)
 # %% [markdown]
 # ## Explore
 #
-# ### The wrong softmax axis on a real digit
-#
-# The same votes, routed with the softmax over the inputs (`dim=1`) instead of the outputs:
-
-# %%
-def draw_axis_comparison() -> plt.Figure:
-    """Capsule lengths for this digit with the softmax over J (right) and over I (wrong)."""
-    fig, ax = plt.subplots(figsize=(7, 3.4))
-    width, classes = 0.4, torch.arange(config.num_classes)
-    for offset, dim, name in ((-width / 2, 2, "softmax over J (dim=2, right)"),
-                              (width / 2, 1, "softmax over I (dim=1, wrong)")):
-        v, _ = routing_vectorised(digit_u_hat, 3, softmax_dim=dim)  # (1, J, D_out)
-        lengths = v[0].norm(dim=-1)  # (J,)
-        ax.bar(classes + offset, lengths, width, label=f"{name}: longest {lengths.max():.2g}")
-    ax.set(xticks=classes.tolist(), xlabel="digit class j", ylabel=r"$\|\mathbf{v}_j\|$ (log scale)",
-           yscale="log", ylim=(1e-6, 1.5),
-           title=f"Test digit {label}, r = 3: the wrong axis empties every capsule")
-    ax.legend()
-    return fig
-
-
-draw_axis_comparison();
-
-# %% [markdown]
 # ### Things to try
 #
 # - Type the index of a digit the model gets wrong into the explorer (compare
@@ -513,6 +520,9 @@ draw_axis_comparison();
 #   what do the maps show, and why?
 # - The paper found 3 iterations a good trade-off. Does the length of the right class keep
 #   growing after r = 3 in the strip above, or does it saturate?
+# - `routing_with_mistake(u_hat, r, mistake)` (from `capsedu.course.checks.routing`) routes with
+#   one of the mistakes of *Build it*. Route a few test digits with each: which mistakes change
+#   the predicted class, and which only the lengths?
 
 # %% [markdown]
 # ## Exercises
@@ -536,64 +546,175 @@ def prediction_vectors_matmul(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 _ = check_predictions(prediction_vectors_matmul)  # prints ✅ or a hint
 
 # %% [markdown]
-# ### Exercise 2: watch the coupling coefficients evolve
+# ### Exercise 2: the wrong axis, predicted
 #
-# Write `routing_history(u_hat, routing_iterations)` that runs Procedure 1 once and returns a list
-# of the coupling coefficients used in each iteration, `[c_1, ..., c_r]`, each (B, I, J). The
-# first is the uniform $1/J$; entry $k$ must equal the `c` of `dynamic_routing(u_hat, k)`.
+# Suppose Procedure 1 takes its softmax over the **input** capsules (dim=1), as two of the
+# sources above do. Reason out what comes out, before you run anything.
+#
+# Write `wrong_axis_output(u_hat)`: the output capsules $\mathbf v$, (B, J, D), that this routing
+# gives after its **first** iteration, for votes `u_hat` of shape (B, I, J, D). Compute them
+# directly from `u_hat` in a line or two, with no routing loop and no softmax call: first work out
+# what every $c_{ij}$ is when $b = 0$.
+#
+# Then write down three guesses before running the cell after the check, for the shipped network
+# of *Use capsedu* and its test digit: how many times shorter $\mathbf s_j$ is than with the right
+# axis; whether the two further iterations of $r = 3$ change the outputs; and whether the
+# predicted class (the longest capsule) changes.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def routing_history(u_hat: torch.Tensor, routing_iterations: int) -> list[torch.Tensor]:
+def wrong_axis_output(u_hat: torch.Tensor) -> torch.Tensor:
+    """v after the first iteration with the softmax over the inputs: (B, I, J, D) -> (B, J, D)."""
     ### BEGIN SOLUTION
-    b = torch.zeros(u_hat.shape[:3])  # (B, I, J)
-    history = []
-    for _ in range(routing_iterations):
-        c = torch.softmax(b, dim=2)  # (B, I, J)
-        history.append(c)
-        v = squash((c[..., None] * u_hat).sum(dim=1), dim=-1)  # (B, J, D)
-        b = b + (u_hat * v[:, None]).sum(dim=-1)  # (B, I, J)
-    return history
+    return squash(u_hat.mean(dim=1), dim=-1)  # every c_ij = 1/I: s_j is the mean vote, (B, J, D)
     ### END SOLUTION
 
 
 # %% tags=["nbval-check-output"]
-_ = check_routing_history(routing_history)  # prints ✅ or a hint
+result = check_wrong_axis_output(wrong_axis_output)  # prints ✅ or a hint
 
 # %% [markdown]
-# With your history you can measure whether routing settles: the largest change of any coupling
-# coefficient of our test digit from one iteration to the next, and the largest coupling of all.
+# Now measure. `routing_with_mistake` (from the check module) is Procedure 1 with the softmax over
+# the inputs; $\mathbf s_j$ is recomputed from the couplings each routing returns:
+
+# %% tags=["nbval-check-output"]
+num_in, num_out = digit_u_hat.shape[1], digit_u_hat.shape[2]  # I, J of the shipped network
+print(f"shipped network: I = {num_in} inputs, J = {num_out} outputs, I/J = {num_in / num_out:.1f}")
+lengths = {}
+for axis in ("right", "wrong"):
+    for r in (1, 3):
+        if axis == "right":
+            v, c = dynamic_routing(digit_u_hat, r)  # (1, J, D_out), (1, I, J)
+        else:
+            v, c = routing_with_mistake(digit_u_hat, r, "softmax over inputs")
+        s = (c[..., None] * digit_u_hat).sum(dim=1)  # (1, J, D_out): Eq. 2 with these couplings
+        lengths[axis, r] = s[0].norm(dim=-1), v[0].norm(dim=-1)  # (J,), (J,)
+        print(f"{axis} axis, r = {r}: longest s_j {lengths[axis, r][0].max():.3g}, longest v_j "
+              f"{lengths[axis, r][1].max():.3g} (class {int(lengths[axis, r][1].argmax())})")
+ratio = lengths["right", 1][0] / lengths["wrong", 1][0]  # (J,)
+print(f"r = 1: ||s_j|| with the right axis / with the wrong one: {ratio.min():.1f} to {ratio.max():.1f} "
+      f"over the {num_out} classes")
+no_routing = squash(digit_u_hat.mean(dim=1))[0].norm(dim=-1)  # (J,): the mean vote, squashed
+print(f"squash of the mean vote, no routing at all: longest {no_routing.max():.3g}")
+if result:
+    print(f"your wrong_axis_output: longest {wrong_axis_output(digit_u_hat)[0].norm(dim=-1).max():.3g}")
+else:
+    print("→ your wrong_axis_output joins this cell once it passes its check")
+
+with torch.no_grad():
+    many_u_hat = model.class_caps.prediction_vectors(model.encode(test_data.images[:200]))  # (N, I, J, D_out)
+right_class = dynamic_routing(many_u_hat, 3)[0].norm(dim=-1).argmax(dim=1)  # (N,)
+wrong_class = routing_with_mistake(many_u_hat, 3, "softmax over inputs")[0].norm(dim=-1).argmax(dim=1)
+print(f"first {len(many_u_hat)} test digits, r = 3: the wrong axis predicts the right axis's class "
+      f"for {int((wrong_class == right_class).sum())} of them")
 
 # %%
-couplings = routing_history(digit_u_hat, 7)
-changes = [float((after - before).abs().max()) for before, after in pairwise(couplings)]
-largest = [float(c.max()) for c in couplings]
-fig, (ax_change, ax_max) = plt.subplots(1, 2, figsize=(10, 3.2), layout="constrained")
-ax_change.plot(range(2, 8), changes, "o-")
-ax_change.set(xlabel="iteration k", ylabel=r"max $|c^{(k)} - c^{(k-1)}|$", ylim=(0, 1.1 * max(changes)),
-              title=f"Largest change of a coupling (test digit {label})")
-ax_max.plot(range(1, 8), largest, "o-", color="tab:red")
-ax_max.axhline(0.1, color="black", ls=":", lw=1, label="uniform 1/J")
-ax_max.set(xlabel="iteration k", ylabel=r"max $c^{(k)}_{ij}$", ylim=(0, 1.05),
-           title="Largest coupling of any capsule")
-ax_max.legend(loc="lower right")
-for ax in (ax_change, ax_max):
-    ax.grid(alpha=0.3)
-print("largest change per iteration:", " ".join(f"{x:.2f}" for x in changes))
-print("largest coupling per iteration:", " ".join(f"{x:.2f}" for x in largest))
+def draw_axis_comparison() -> plt.Figure:
+    """Capsule lengths for this digit with the softmax over J (right) and over I (wrong), r = 3."""
+    fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
+    width, classes = 0.4, torch.arange(config.num_classes)
+    for offset, axis, name in ((-width / 2, "right", "softmax over J (dim=2, right)"),
+                               (width / 2, "wrong", "softmax over I (dim=1, wrong)")):
+        v_lengths = lengths[axis, 3][1]  # (J,)
+        ax.bar(classes + offset, v_lengths, width, label=f"{name}: longest {v_lengths.max():.2g}")
+    ax.set(xticks=classes.tolist(), xlabel="digit class j", ylabel=r"$\|\mathbf{v}_j\|$ (log scale)",
+           yscale="log", ylim=(1e-6, 1.5), title=f"Test digit {label}, r = 3")
+    fig.legend(loc="outside lower center", ncols=2)
+    return fig
+
+
+draw_axis_comparison();
 
 # %% [markdown]
-# Routing does not settle within the paper's three iterations on this digit. The largest change
-# of any coupling grows until iteration 4 (0.37) and is still 0.14 at iteration 7, while the
-# largest coupling climbs from the uniform 0.10 to 0.99 at iteration 5 and prints as 1.00 after
-# that: with more iterations some capsules give almost their whole vote to one class, and other
-# couplings keep moving. That is how Procedure 1 behaves: agreement is *added* to
-# $b$ at every iteration, so the softmax keeps sharpening instead of reaching a fixed point — the
-# number of iterations works like an inverse temperature. The paper's Appendix A reports the
-# opposite on average over MNIST: the change in the routing logits shrinks and routing has
-# converged after about 5 iterations, while more iterations overfit; one digit of this narrower
-# network is not that average, so read this as a disagreement to check ("Things to try" above),
-# not a refutation. The paper chose three iterations, and the network was trained with three, so
-# iterations beyond that are outside what training saw.
+# With the softmax over the inputs, $b = 0$ gives every $c_{ij} = 1/I$ instead of $1/J$. So
+# $\mathbf s_j$ is the **mean** of the $I$ votes where it should be their sum divided by $J$:
+# shorter by the factor $I/J$ exactly, 28.8 here, for every class alike: the longest
+# $\mathbf s_j$ drops from 1.04 to 0.0361. The votes do not
+# disagree any more than before; they are only normalised over the wrong axis. Squash then turns
+# a short vector into one about $\lVert\mathbf s\rVert^2$ long, so the digit capsule that was
+# 0.519 long after one right iteration is 0.0013 long.
+#
+# The iterations do nothing: at $r = 3$ the wrong axis gives 0.00131, the squashed mean vote with
+# no routing at all 0.0013. Each update adds $\hat{\mathbf u}_{j|i}\cdot\mathbf v_j$ to $b$, and
+# with $\mathbf v$ about a thousandth long the logits barely move. Yet the predicted class
+# survives: at $r = 1$ every $\mathbf s_j$ is the right one scaled by the same $J/I$, so the
+# longest capsule stays the longest, and over the 200 test digits the two axes agree on every
+# prediction (the printed count). A network with this bug still classifies; what it has lost is
+# routing, and every capsule sits far below the margin loss's $m^+ = 0.9$ (lesson 04).
+
+# %% [markdown]
+# ### Exercise 3: does routing settle?
+#
+# The paper's Appendix A (Figure A.1) plots the average change of each routing logit $b_{ij}$ by
+# each routing iteration, over MNIST, and reports that it decreases almost linearly on a log
+# scale with more iterations: routing settles. Measure the same on the shipped network.
+#
+# Write `logit_changes(u_hat, routing_iterations)`: run Procedure 1 for $r$ iterations on votes
+# `u_hat` (B, I, J, D) and return a tensor of $r - 1$ numbers, one per update of $b$: the mean,
+# over the images and all pairs $(i, j)$, of $|\Delta b_{ij}|$, the change that update makes.
+#
+# Before you run the cell after the check, predict from step 4 of Procedure 1: as the outputs
+# $\mathbf v_j$ settle, does the mean $|\Delta b|$ fall toward 0? What else could it do?
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def logit_changes(u_hat: torch.Tensor, routing_iterations: int) -> torch.Tensor:
+    """Mean |Δb| of each of the r - 1 updates of b: u_hat (B, I, J, D) -> (r - 1,)."""
+    ### BEGIN SOLUTION
+    b = torch.zeros(u_hat.shape[:3])  # (B, I, J)
+    changes = []
+    for _ in range(routing_iterations - 1):
+        c = torch.softmax(b, dim=2)  # (B, I, J)
+        v = squash((c[..., None] * u_hat).sum(dim=1), dim=-1)  # (B, J, D)
+        delta = (u_hat * v[:, None]).sum(dim=-1)  # (B, I, J)
+        changes.append(delta.abs().mean())
+        b = b + delta
+    return torch.stack(changes)  # (r - 1,)
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+_ = check_logit_changes(logit_changes)  # prints ✅ or a hint
+
+# %% tags=["nbval-check-output"]
+measure_logit_changes = yours_or_reference(check_logit_changes, logit_changes, logit_changes_reference,
+                                           name="logit_changes")
+
+# %% [markdown]
+# On the 200 test digits of Exercise 2, with up to 7 iterations, next to the mean length of each
+# digit's longest capsule:
+
+# %%
+most_iterations = 7
+with torch.no_grad():
+    changes = measure_logit_changes(many_u_hat, most_iterations)  # (r - 1,)
+    longest = [float(dynamic_routing(many_u_hat, k)[0].norm(dim=-1).max(dim=1).values.mean())
+               for k in range(1, most_iterations + 1)]
+print("mean |Δb| of the update after iteration k = 1 ..", most_iterations - 1, ":",
+      " ".join(f"{float(x):.4f}" for x in changes))
+print(f"mean length of the longest capsule after k = 1 .. {most_iterations} iterations:",
+      " ".join(f"{x:.3f}" for x in longest))
+fig, (ax_change, ax_length) = plt.subplots(1, 2, figsize=(10, 3.2), layout="constrained")
+ax_change.plot(range(1, most_iterations), changes, "o-")
+ax_change.set(xlabel="update after iteration k", ylabel=r"mean $|\Delta b_{ij}|$", ylim=(0, None),
+              title=f"{len(many_u_hat)} test digits")
+ax_length.plot(range(1, most_iterations + 1), longest, "o-", color="tab:red")
+ax_length.set(xlabel="iterations k", ylabel=r"mean longest $\|\mathbf{v}_j\|$", ylim=(0, 1.05),
+              title="The winning capsule")
+for ax in (ax_change, ax_length):
+    ax.grid(alpha=0.3)
+
+# %% [markdown]
+# The mean $|\Delta b|$ does not fall: it grows at every update, from 0.0078 to 0.0199. Step 4
+# says why. Each update adds $\hat{\mathbf u}_{j|i}\cdot\mathbf v_j$, the agreement with the
+# *current* output, and nothing subtracts it again. As the couplings concentrate, the winning
+# capsule lengthens (from 0.462 to 0.993 on average) and lines up with the votes it keeps, so the
+# agreements with it grow. Even where its length has almost stopped changing (0.980 after four
+# iterations, 0.991 after six) the change of $b$ still grows. If the outputs settled on some
+# $\mathbf v^*$, each update would settle on $\hat{\mathbf u}_{j|i}\cdot\mathbf v^*_j$, not on 0:
+# the logits grow without end and the softmax keeps sharpening, so the number of iterations works
+# like an inverse temperature. Under Procedure 1 a mean $|\Delta b|$ can fall to 0 only if the
+# outputs vanish; the paper says no more about what Figure A.1 measures than its caption. The
+# network was trained with three iterations, so iterations beyond that are outside what training
+# saw.
 
 # %% [markdown]
 # ## Summary
@@ -602,22 +723,38 @@ print("largest coupling per iteration:", " ".join(f"{x:.2f}" for x in largest))
 #   W_{ij}\mathbf u_i$, shape (B, I, J, D_out), through 1.5 million weights at the paper's size.
 # - Procedure 1: $c = \operatorname{softmax}_j(b)$, $\mathbf s_j = \sum_i c_{ij}\hat{\mathbf
 #   u}_{j|i}$, $\mathbf v_j = \operatorname{squash}(\mathbf s_j)$, $b_{ij} \mathrel{+}=
-#   \hat{\mathbf u}_{j|i}\cdot\mathbf v_j$. Vectorised it is four lines; `capsedu.dynamic_routing`
-#   is exactly that.
+#   \hat{\mathbf u}_{j|i}\cdot\mathbf v_j$. You wrote it as loops and vectorised;
+#   `capsedu.dynamic_routing` is the vectorised one.
+# - Routing bugs rarely crash. The course's sources show three: the softmax over the inputs
+#   (labml, pyCapsNet), one set of logits averaged over the batch (pyCapsNet), logits replaced
+#   instead of accumulated (the MultiMNIST blog post).
 # - The softmax runs over the output capsules: each input shares one unit of vote among the
-#   parents. Over the wrong axis the couplings no longer sum to 1 over J and all outputs collapse.
+#   parents. Over the inputs every $c_{ij}$ starts at $1/I$, so $\mathbf s_j$ is $I/J$ times too
+#   short (28.8 on the shipped network), the iterations do nothing, and only the predicted class
+#   survives.
 # - The logits are log priors (uniform at 0), agreement is a dot product (pose alignment times
 #   confidence), and each primary capsule has its own $\mathbf W_{ij}$ so that a part's place
 #   shapes its vote.
 # - `detach_inner=True` leaves the forward pass unchanged and lets gradients reach
 #   $\hat{\mathbf u}$ only through the last iteration. Trained both ways on the 55,000 digits
-#   (three seeds each, 3 epochs), the non-detached network ended higher for every seed, as it did
-#   on 4,000 digits, but each time by less than two standard errors — a tie — at 1.6 times the
+#   (three seeds each, 3 epochs), the non-detached network ended higher for every seed (on 4,000
+#   digits, higher on average), but each time by less than two standard errors — a tie — at 1.6 times the
 #   training time.
 # - On the shipped network, three iterations move class 7's share of the votes from 10.0 % to
-#   10.8 % and its capsule's length from 0.519 to 0.952; the couplings keep sharpening past three
-#   iterations instead of converging (the largest prints as 1.00 from six on).
+#   10.8 % and its capsule's length from 0.519 to 0.952. Over 200 test digits the mean change of
+#   the logits per update grows instead of falling (from 0.0078 to 0.0199 over six updates): every update adds
+#   the agreement with the current output, so the softmax keeps sharpening.
 #
+# ## Self-check
+#
+# Four questions on this lesson; click an option to see whether it is right, and why.
+
+# %% tags=["hide-input"]
+from capsedu.course.self_check import self_check  # noqa: E402
+
+self_check("03")
+
+# %% [markdown]
 # ## What's next
 #
 # The capsule lengths you just saw are trained by the **margin loss** (Eq. 4): lesson 04 builds

@@ -19,9 +19,9 @@
 # (Eq. 4 of Sabour et al., 2017) trains those lengths directly: the capsule of every digit that
 # is in the image should be at least 0.9 long, every other capsule at most 0.1, and mistakes on
 # absent digits count half. Because each class has its own term, the same loss works when an
-# image holds several digits at once. In this lesson you build Eq. 4, check it against
-# `capsedu.margin_loss`, look at its shape and gradients, use multi-hot targets, and then hunt
-# down the two bugs that peers most often put into it.
+# image holds several digits at once. In this lesson you write Eq. 4, check it against
+# `capsedu.margin_loss`, use multi-hot targets, test a margin loss published online, and work out
+# how hard the loss pulls a capsule's length, then watch that pull in a short training.
 
 # %% [markdown]
 # ## Learning objectives
@@ -29,26 +29,34 @@
 # After this lesson you can
 #
 # - write Eq. 4 with $m^+ = 0.9$, $m^- = 0.1$, $\lambda = 0.5$ and explain each symbol;
-# - read the loss and its gradient as functions of a capsule's length, for present and absent
-#   classes;
+# - read the loss as a function of a capsule's length, for present and absent classes, and
+#   derive how hard it pulls that length;
 # - build multi-hot targets for images with several digits, and compare the margin loss with the
 #   two usual classifier losses: a softmax cross-entropy (which cannot say "both") and independent
 #   sigmoids with binary cross-entropy (which can);
-# - recognise an unsquared hinge and a missing $\lambda$ in someone else's code.
+# - test someone else's margin loss against Eq. 4, values and gradients, before trusting it.
 #
 # ## Prerequisites and time
 #
 # Lesson 01 (capsule lengths lie in [0, 1)) and lesson 03 (digit capsules). Basic PyTorch tensor
-# arithmetic. About 40 minutes; nothing is trained, every cell runs in seconds.
+# arithmetic. About 45 minutes; the only training is three short runs near the end.
 
 # %%
 # %matplotlib inline
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 
 import capsedu
 from capsedu import CapsNet, CapsNetConfig
-from capsedu.course.checks.margin import check_margin_loss, check_multi_hot
+from capsedu.course.checks import yours_or_reference
+from capsedu.course.checks.margin import (
+    check_capsule_margin_loss,
+    check_margin_loss,
+    check_multi_hot,
+    check_pull,
+    reference_pull,
+)
 
 generator = capsedu.set_seed(0)
 
@@ -66,38 +74,54 @@ generator = capsedu.set_seed(0)
 # - $T_k = 1$ if a digit of class $k$ is present, else 0;
 # - $m^+ = 0.9$: a present digit's capsule costs nothing once it is at least 0.9 long;
 # - $m^- = 0.1$: an absent digit's capsule costs nothing once it is at most 0.1 long;
-# - $\lambda = 0.5$ down-weights the absent classes — nine of the ten are absent in every MNIST
-#   image, and at full weight they would push *all* capsules to shrink early in training;
-# - both hinges $\max(0, \cdot)$ are **squared**, so the penalty fades smoothly to zero at the
-#   margin.
+# - $\lambda = 0.5$ down-weights the absent classes. Nine of the ten are absent in every MNIST
+#   image; the paper adds $\lambda$ so that "the initial learning" does not shrink "the lengths of
+#   the activity vectors of all the digit capsules".
 #
-# The loss of an image is $\sum_k L_k$; a batch takes the mean over its images. Lengths are
-# (B, J) and targets $T$ are multi-hot (B, J):
+# The loss of an image is $\sum_k L_k$; a batch takes the mean over its images.
+#
+# **Your task.** Write `my_margin_loss(lengths, targets)`: `lengths` holds $\lVert\mathbf v_k\rVert$
+# for every image and class, shape (B, J); `targets` is the multi-hot $T$, shape (B, J). Return
+# the batch's loss as a scalar tensor. Use the constants `M_POS`, `M_NEG` and `LAMBDA`.
 
 # %%
 M_POS, M_NEG, LAMBDA = 0.9, 0.1, 0.5
 
 
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def my_margin_loss(lengths: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Eq. 4: lengths (B, J) in [0, 1], multi-hot targets (B, J) -> scalar (mean over B)."""
+    ### BEGIN SOLUTION
     present = targets * torch.relu(M_POS - lengths) ** 2  # (B, J)
     absent = LAMBDA * (1 - targets) * torch.relu(lengths - M_NEG) ** 2  # (B, J)
     return (present + absent).sum(dim=1).mean()
+    ### END SOLUTION
 
+
+# %% tags=["nbval-check-output"]
+_ = check_margin_loss(my_margin_loss)  # prints ✅ or a hint
+
+# %% tags=["nbval-check-output"]
+margin_loss = yours_or_reference(check_margin_loss, my_margin_loss, capsedu.margin_loss, name="my_margin_loss")
 
 # %% [markdown]
+# The check tries your loss on a batch with one or two digits per image and compares it with
+# Eq. 4 and with the mistakes people make in it: hinges that are not squared, $\lambda$ on the
+# present term instead of the absent one, swapped margins, a missing $\max(0, \cdot)$, a mean
+# over the classes, or a sum over the batch (the loss would then grow with the batch size, and
+# so would every gradient step).
+#
 # A worked example: one image of a 3, and capsule lengths a half-trained network might give.
 # Only three classes cost anything — the 3 (too short), and the 5 and 8 (too long):
 
 # %% tags=["nbval-check-output"]
 example_lengths = torch.tensor([[0.05, 0.02, 0.08, 0.70, 0.10, 0.40, 0.01, 0.06, 0.25, 0.03]])
-example_targets = torch.nn.functional.one_hot(torch.tensor([3]), 10).float()  # (1, J)
-per_class = (example_targets * torch.relu(M_POS - example_lengths) ** 2
-             + LAMBDA * (1 - example_targets) * torch.relu(example_lengths - M_NEG) ** 2)
+example_targets = F.one_hot(torch.tensor([3]), 10).float()  # (1, J)
 for k in range(10):
     status = "present" if example_targets[0, k] else "absent "
-    print(f"class {k} {status} ||v|| = {example_lengths[0, k]:.2f}   L_k = {per_class[0, k]:.4f}")
-print(f"total: {my_margin_loss(example_lengths, example_targets):.4f}")
+    loss_k = margin_loss(example_lengths[:, k:k + 1], example_targets[:, k:k + 1])  # one class alone
+    print(f"class {k} {status} ||v|| = {example_lengths[0, k]:.2f}   L_k = {float(loss_k):.4f}")
+print(f"total: {float(margin_loss(example_lengths, example_targets)):.4f}")
 
 # %% [markdown]
 # ## Check it
@@ -108,43 +132,33 @@ print(f"total: {my_margin_loss(example_lengths, example_targets):.4f}")
 # %% tags=["nbval-check-output"]
 lengths = torch.rand(64, 10, generator=generator)  # (B, J)
 labels = torch.randint(0, 10, (64,), generator=generator)  # (B,)
-one_hot = torch.nn.functional.one_hot(labels, 10).float()  # (B, J)
-torch.testing.assert_close(my_margin_loss(lengths, one_hot), capsedu.margin_loss(lengths, labels))
-torch.testing.assert_close(my_margin_loss(lengths, one_hot), capsedu.margin_loss(lengths, one_hot))
-print("my_margin_loss equals capsedu.margin_loss for class indices and one-hot targets")
-_ = check_margin_loss(my_margin_loss)  # prints ✅ or a hint
+one_hot = F.one_hot(labels, 10).float()  # (B, J)
+torch.testing.assert_close(margin_loss(lengths, one_hot), capsedu.margin_loss(lengths, labels))
+torch.testing.assert_close(margin_loss(lengths, one_hot), capsedu.margin_loss(lengths, one_hot))
+print("the margin loss in use equals capsedu.margin_loss for class indices and one-hot targets")
 
 # %% [markdown]
 # ### The loss as a function of a capsule's length
 #
 # One capsule, its length swept from 0 to 1, once as the capsule of a present class and once
-# as an absent one. The right panel shows the gradient — how hard training pulls the length:
+# as an absent one:
 
 # %%
 def draw_loss_curves() -> plt.Figure:
-    """L_k and dL_k/d||v_k|| against the length, for a present and an absent class."""
-    length = torch.linspace(0, 1, 201)  # (N,)
-    fig, (ax_loss, ax_grad) = plt.subplots(1, 2, figsize=(11, 3.8))
+    """L_k against the length, for a present and an absent class."""
+    length = torch.linspace(0, 1, 201)[:, None]  # (N, 1): N one-class "images"
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     for present, name, color in ((1.0, "present class (T_k = 1)", "tab:green"),
                                  (0.0, "absent class (T_k = 0)", "tab:red")):
         target = torch.full((1, 1), present)  # (B=1, J=1)
-        values, slopes = [], []
-        for point in length:
-            x = point.reshape(1, 1).requires_grad_(True)  # (1, 1): one capsule of one image
-            loss = capsedu.margin_loss(x, target)
-            slopes.append(float(torch.autograd.grad(loss, x)[0]))
-            values.append(float(loss.detach()))
-        ax_loss.plot(length, values, color=color, lw=2, label=name)
-        ax_grad.plot(length, slopes, color=color, lw=2, label=name)
-    for ax in (ax_loss, ax_grad):
-        ax.axvline(M_POS, color="tab:green", ls=":", label="m+ = 0.9")
-        ax.axvline(M_NEG, color="tab:red", ls=":", label="m- = 0.1")
-        ax.set_xlabel(r"capsule length $\|\mathbf{v}_k\|$")
-        ax.grid(alpha=0.3)
-    ax_loss.set(ylabel="$L_k$", title="Margin loss of one class (Eq. 4)")
-    ax_grad.set(ylabel=r"$\partial L_k / \partial \|\mathbf{v}_k\|$",
-                title="Its gradient (< 0: training lengthens the capsule)")
-    ax_loss.legend()
+        values = [float(capsedu.margin_loss(point[None], target)) for point in length]
+        ax.plot(length[:, 0], values, color=color, lw=2, label=name)
+    ax.axvline(M_POS, color="tab:green", ls=":", label="m+ = 0.9")
+    ax.axvline(M_NEG, color="tab:red", ls=":", label="m- = 0.1")
+    ax.set(xlabel=r"capsule length $\|\mathbf{v}_k\|$", ylabel="$L_k$",
+           title="Margin loss of one class (Eq. 4)")
+    ax.grid(alpha=0.3)
+    ax.legend()
     fig.tight_layout()
     return fig
 
@@ -152,11 +166,10 @@ def draw_loss_curves() -> plt.Figure:
 draw_loss_curves();
 
 # %% [markdown]
-# Read it right to left. An absent class pays nothing below 0.1, then a parabola that is half as
-# steep as the present-class one (that is $\lambda$). A present class pays nothing above 0.9; below,
-# the pull grows linearly with the distance to the margin, so badly wrong capsules are corrected
-# hardest and the pull fades to zero as the length reaches 0.9 — nothing rewards pushing a
-# length all the way to 1.
+# Read it from the left. An absent class pays nothing up to $m^-$, then a parabola that is half
+# as high as the present-class one at the same distance from its margin (that is $\lambda$). A
+# present class pays nothing from $m^+$ on, and more the shorter its capsule is. Nothing rewards
+# pushing a length all the way to 1. How hard each part *pulls* is Exercise 3.
 
 # %% [markdown]
 # ## Use capsedu
@@ -173,6 +186,11 @@ for bad_targets in (torch.tensor([3, 12]), torch.tensor([[0.0, 0.5] + [0.0] * 8]
         print(f"ValueError: {error}")
 
 # %% [markdown]
+# It follows Eq. 4. The authors' own code differs by a constant: its `_margin_loss`
+# ([Sarasra/models, research/capsules/models/layers.py](https://github.com/Sarasra/models/blob/master/research/capsules/models/layers.py))
+# multiplies both terms by 0.5. Its loss is half of Eq. 4, so next to it the paper's reconstruction
+# weight of 0.0005 (lesson 05) counts twice as much as it would next to Eq. 4.
+#
 # ### On a real, untrained CapsNet
 #
 # A freshly initialised CapsNet (its `W` has standard deviation 0.01) produces tiny votes, so
@@ -193,9 +211,8 @@ print(f"loss {float(total):.3f} = present part {float(present_part):.3f} "
       f"+ absent part {float(total - present_part):.3f}   (0.9**2 = {M_POS ** 2:.2f})")
 
 # %% [markdown]
-# So training starts by lengthening capsules. Early on, while the network cannot yet tell the
-# classes apart, the capsules grow together — which is where the absent classes, and
-# $\lambda$, come in (see *Explore*).
+# So training starts by lengthening capsules, and at first $\lambda$ plays no part: no absent
+# capsule is longer than $m^-$. The short trainings after Exercise 3 show what happens next.
 
 # %% [markdown]
 # ### Multi-label targets
@@ -256,13 +273,11 @@ fig.tight_layout()
 #
 # ### Why $\lambda = 0.5$?
 #
-# Early in training, before the network can tell digits apart, all ten capsules of an image
-# have about the same length $\ell$. Then an image's
-# loss is $\max(0, 0.9-\ell)^2 + 9\lambda\max(0, \ell-0.1)^2$, and gradient descent drives
-# every length towards this function's minimum, $\ell^* = 0.9\,(1+\lambda)/(1+9\lambda)$ (where its
-# derivative is zero; the figure's legend prints each minimum). With $\lambda = 1$ the absent
-# classes win and the common length is pulled down towards $\ell^* = 0.18$; with $\lambda = 0.5$
-# it stays higher, so the capsules do not collapse before they have learned to differ.
+# Before the network can tell digits apart, suppose all ten capsules of an image have about the
+# same length $\ell$. Then an image's loss is $\max(0, 0.9-\ell)^2 + 9\lambda\max(0, \ell-0.1)^2$,
+# and its minimum is at $\ell^* = 0.9\,(1+\lambda)/(1+9\lambda)$ (the figure's legend prints each
+# one). The larger $\lambda$, the lower that minimum: the absent classes pull harder towards
+# zero. Whether a real training ever sits in this undecided state is measured after Exercise 3.
 
 # %%
 def draw_common_length(lams: tuple[float, ...] = (1.0, 0.5, 0.25)) -> plt.Figure:
@@ -289,7 +304,7 @@ draw_common_length();
 # Things to try:
 #
 # - Make the margins tighter ($m^+ = 0.95$, $m^- = 0.05$) in `draw_loss_curves` via
-#   `capsedu.margin_loss(..., m_pos=..., m_neg=...)`: what happens to the gradient near 1?
+#   `capsedu.margin_loss(..., m_pos=..., m_neg=...)`: what happens to the loss near 1?
 # - Give the multi-label example a third digit. What is the best softmax cross-entropy now?
 
 # %% [markdown]
@@ -315,123 +330,231 @@ def to_multi_hot(label_lists: list[list[int]], num_classes: int) -> torch.Tensor
 _ = check_multi_hot(to_multi_hot)  # prints ✅ or a hint
 
 # %% [markdown]
-# ### Exercise 2: spot the bug (peer A)
+# ### Exercise 2: a margin loss from the wild (peer A)
 #
-# A classmate wrote this margin loss. It runs, its values look plausible, and a network trained
-# with it even learns something. Compare it with Eq. 4 term by term (evaluating it on the worked
-# example above helps), then write a corrected `fixed_margin_loss_a(lengths, targets)`.
-#
-# ```python
-# def peer_margin_loss_a(lengths, targets, m_pos=0.9, m_neg=0.1, lam=0.5):
-#     present = targets * torch.clamp(m_pos - lengths, min=0)
-#     absent = lam * (1 - targets) * torch.clamp(lengths - m_neg, min=0)
-#     return (present + absent).sum(dim=1).mean()
-# ```
-
-# %% jupyter={"source_hidden": true} tags=["hide-input"]
-def peer_margin_loss_a(lengths, targets, m_pos=0.9, m_neg=0.1, lam=0.5):
-    present = targets * torch.clamp(m_pos - lengths, min=0)
-    absent = lam * (1 - targets) * torch.clamp(lengths - m_neg, min=0)
-    return (present + absent).sum(dim=1).mean()
-
-
-def fixed_margin_loss_a(lengths: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    ### BEGIN SOLUTION
-    present = targets * torch.clamp(M_POS - lengths, min=0) ** 2  # (B, J)
-    absent = LAMBDA * (1 - targets) * torch.clamp(lengths - M_NEG, min=0) ** 2  # (B, J)
-    return (present + absent).sum(dim=1).mean()
-    ### END SOLUTION
-
-
-# %% tags=["nbval-check-output"]
-_ = check_margin_loss(fixed_margin_loss_a)  # prints ✅ or a hint
-
-# %% [markdown]
-# ### Exercise 3: spot the bug (peer B)
-#
-# Another classmate's version. Same task: find what differs from Eq. 4 and write
-# `fixed_margin_loss_b(lengths, targets)`.
-#
-# ```python
-# def peer_margin_loss_b(lengths, targets, m_pos=0.9, m_neg=0.1):
-#     present = targets * torch.relu(m_pos - lengths) ** 2
-#     absent = (1 - targets) * torch.relu(lengths - m_neg) ** 2
-#     return (present + absent).sum(dim=-1).mean()
-# ```
-
-# %% jupyter={"source_hidden": true} tags=["hide-input"]
-def peer_margin_loss_b(lengths, targets, m_pos=0.9, m_neg=0.1):
-    present = targets * torch.relu(m_pos - lengths) ** 2
-    absent = (1 - targets) * torch.relu(lengths - m_neg) ** 2
-    return (present + absent).sum(dim=-1).mean()
-
-
-def fixed_margin_loss_b(lengths: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    ### BEGIN SOLUTION
-    present = targets * torch.relu(M_POS - lengths) ** 2  # (B, J)
-    absent = LAMBDA * (1 - targets) * torch.relu(lengths - M_NEG) ** 2  # (B, J)
-    return (present + absent).sum(dim=-1).mean()
-    ### END SOLUTION
-
-
-# %% tags=["nbval-check-output"]
-_ = check_margin_loss(fixed_margin_loss_b)  # prints ✅ or a hint
-
-# %% [markdown]
-# ### What the two bugs do
-#
-# The check recognises both peers' versions and names the bug:
-
-# %% tags=["nbval-check-output"]
-check_margin_loss(peer_margin_loss_a)
-_ = check_margin_loss(peer_margin_loss_b)  # prints ✅ or a hint
-
-# %% [markdown]
-# And here is why they matter. Without the square (A) the pull on a present capsule is as strong
-# just below 0.9 as near 0: it never fades near the margin, so lengths keep being jerked across it.
-# Without $\lambda$ (B) the nine absent classes weigh twice as much, which pulls all capsules
-# towards zero early in training.
+# Peer A's margin loss is the `MarginLoss.forward` of the labml annotated implementation, one of
+# this course's sources ([nn.labml.ai](https://nn.labml.ai/capsule_networks/index.html)),
+# written as a function. It takes the digit capsules themselves, (B, J, D), and class indices.
+# It runs, and its values look plausible. Test it before you trust it: evaluate it where you know
+# Eq. 4's value (the worked example above, with capsules of those lengths), and look at its
+# gradient when a capsule is exactly zero. Then write `fixed_peer_loss(v, labels)`, with the same
+# inputs, that computes Eq. 4 and has finite gradients for any capsules.
 
 # %%
-def draw_bug_curves() -> plt.Figure:
-    """Per-class loss of Eq. 4 and of the two buggy versions, for present and absent classes."""
-    length = torch.linspace(0, 1, 201)[:, None]  # (N, 1): N one-class "images"
-    versions = {"Eq. 4 (capsedu.margin_loss)": capsedu.margin_loss,
-                "peer A: unsquared hinge": peer_margin_loss_a,
-                "peer B: missing lambda (= Eq. 4 if present)": peer_margin_loss_b}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
-    for ax, present in zip(axes, (1.0, 0.0)):
-        target = torch.full_like(length, present)  # (N, 1)
-        for (name, loss_fn), style in zip(versions.items(), ("-", "--", ":")):
-            per_point = torch.stack([loss_fn(x[None], t[None]) for x, t in zip(length, target)])
-            ax.plot(length[:, 0], per_point, style, lw=2.5, label=name)
-        ax.set(xlabel=r"capsule length $\|\mathbf{v}_k\|$",
-               title=f"{'present' if present else 'absent'} class (T_k = {int(present)})")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("$L_k$")
-    axes[1].legend()
-    fig.suptitle("Eq. 4 and the two peer bugs")
+def peer_margin_loss(v, labels, m_pos=0.9, m_neg=0.1, lam=0.5):
+    """labml's MarginLoss.forward: v (B, J, D) digit capsules, labels (B,) class indices."""
+    v_norm = torch.sqrt((v ** 2).sum(dim=-1))  # (B, J)
+    targets = torch.eye(v.shape[1])[labels]  # (B, J) one-hot
+    loss = targets * F.relu(m_pos - v_norm) + lam * (1.0 - targets) * F.relu(v_norm - m_neg)  # (B, J)
+    return loss.sum(dim=-1).mean()
+
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def fixed_peer_loss(v: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Eq. 4 from capsules v (B, J, D) and class indices labels (B,) -> scalar; finite gradients."""
+    ### BEGIN SOLUTION
+    v_norm = torch.sqrt((v ** 2).sum(dim=-1) + 1e-8)  # (B, J): eps inside the root
+    targets = torch.eye(v.shape[1])[labels]  # (B, J)
+    loss = (targets * F.relu(M_POS - v_norm) ** 2
+            + LAMBDA * (1.0 - targets) * F.relu(v_norm - M_NEG) ** 2)  # (B, J)
+    return loss.sum(dim=-1).mean()
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+_ = check_capsule_margin_loss(fixed_peer_loss)  # prints ✅ or a hint
+
+# %% [markdown]
+# Peer A has two bugs, and neither raises an error. Both are in labml's published code. On the
+# worked example, and with one capsule set exactly to zero:
+
+# %% tags=["nbval-check-output"]
+directions = F.normalize(torch.randn(1, 10, 16, generator=generator), dim=-1)  # (1, J, D) unit vectors
+example_v = example_lengths[..., None] * directions  # (1, J, D): capsules with the example's lengths
+print(f"worked example: Eq. 4 gives {float(capsedu.margin_loss(example_lengths, example_targets)):.4f}, "
+      f"peer A gives {float(peer_margin_loss(example_v, torch.tensor([3]))):.4f}")
+zero_v = example_v.clone()
+zero_v[0, 1] = 0.0  # capsule 1 (an absent class) exactly zero
+zero_v.requires_grad_(True)
+(peer_grad,) = torch.autograd.grad(peer_margin_loss(zero_v, torch.tensor([3])), zero_v)
+print(f"peer A's gradient for the zero capsule: {peer_grad[0, 1, :3].tolist()} ...; "
+      f"NaN anywhere: {bool(peer_grad.isnan().any())}")
+
+# %% [markdown]
+# - **Unsquared hinges.** labml writes `F.relu(self.m_positive - v_norm)` with no square, so each
+#   term is a distance, not a squared one: a different loss from Eq. 4, with a different pull
+#   (Exercise 3).
+# - **`sqrt` without ε.** The slope of $\sqrt{x}$ at 0 is infinite. For a capsule of length
+#   exactly 0, the chain rule multiplies it by 0, which gives NaN, and one NaN gradient spoils
+#   every weight at the next optimiser step. A capsule is rarely exactly zero, which is why such a
+#   bug survives. Lesson 01's squash puts ε inside the root for the same reason.
+
+# %% [markdown]
+# ### Exercise 3: how hard does the loss pull?
+#
+# Training moves each capsule's length against the slope of the loss. Write
+# `my_pull(lengths, present, lam=0.5, squared=True)`: for each length in `lengths` (shape (N,)),
+# return $-\partial L_k / \partial \lVert\mathbf v_k\rVert$, the pull on that capsule (positive:
+# training lengthens it; negative: shortens it), for a class that is `present` (True) or absent
+# (False). `squared=False` is peer A's loss with unsquared hinges. Work the slope out from Eq. 4
+# by hand; the check compares it with autograd.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def my_pull(lengths: torch.Tensor, present: bool, lam: float = 0.5, squared: bool = True) -> torch.Tensor:
+    """-dL_k/d||v_k|| for each length (N,) -> (N,); present or absent class, squared hinge or not."""
+    ### BEGIN SOLUTION
+    if present:
+        gap, weight, inside = M_POS - lengths, 1.0, lengths < M_POS  # (N,)
+        sign = 1.0  # a present capsule is pulled longer
+    else:
+        gap, weight, inside = lengths - M_NEG, lam, lengths > M_NEG  # (N,)
+        sign = -1.0  # an absent capsule is pushed shorter
+    slope = 2 * gap if squared else torch.ones_like(lengths)  # (N,) d(gap**p)/d(gap)
+    return sign * weight * inside * slope
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+_ = check_pull(my_pull)  # prints ✅ or a hint
+
+# %% tags=["nbval-check-output"]
+pull = yours_or_reference(check_pull, my_pull, reference_pull, name="my_pull")
+
+# %%
+def draw_pulls() -> plt.Figure:
+    """The pull of Eq. 4 and of the unsquared hinge, for a present and an absent class."""
+    length = torch.linspace(0, 1, 401)  # (N,)
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    for present, color in ((True, "tab:green"), (False, "tab:red")):
+        for squared, style in ((True, "-"), (False, "--")):
+            name = f"{'present' if present else 'absent'}, {'Eq. 4' if squared else 'unsquared (peer A)'}"
+            ax.plot(length, pull(length, present, 0.5, squared), style, color=color, lw=2, label=name)
+    ax.axvline(M_POS, color="tab:green", ls=":")
+    ax.axvline(M_NEG, color="tab:red", ls=":")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(xlabel=r"capsule length $\|\mathbf{v}_k\|$", ylabel=r"pull $-\partial L_k/\partial\|\mathbf{v}_k\|$",
+           title="How hard training pulls a capsule's length (> 0: longer)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
-draw_bug_curves();
+draw_pulls()
+plt.show()
+probe = torch.tensor([float(start_lengths.max()), 0.5, 0.85])  # (3,) lengths to compare the pulls at
+for name, squared in (("Eq. 4    ", True), ("unsquared", False)):
+    present_pull = pull(probe, True, 0.5, squared)  # (3,)
+    print(f"{name}: pull on a present capsule at lengths {', '.join(f'{v:.4f}' for v in probe.tolist())}: "
+          + ", ".join(f"{v:.2f}" for v in present_pull.tolist()))
+
+# %% [markdown]
+# The squared hinge pulls a present capsule hardest when it is far from $m^+$, and its pull fades
+# to zero as the length reaches it: near the margin, training eases off. The unsquared hinge pulls
+# with the same force everywhere inside the margin, then stops at once. At the start of training,
+# when every capsule is almost zero long, Eq. 4 pulls a present capsule harder than the unsquared
+# hinge does (the first number of each line above). The same holds, scaled by $\lambda$, for
+# absent capsules above $m^-$.
+#
+# ### What $\lambda$ and the square do in a short training
+#
+# Now the same CPU CapsNet is trained three times from the same start, on the same batches: with
+# Eq. 4, with Eq. 4 but $\lambda = 1$, and with peer A's unsquared loss. After a few steps and at
+# the end we measure, on held-out test images, the mean length of the present capsule, the mean
+# length of the absent ones, and the error rate (± its standard error).
+
+# %%
+steps = capsedu.choose(learner=200, fast=20)
+early = steps // 8
+pool = train_data.subset(capsedu.choose(learner=5000, fast=1000), seed=1)
+held_out = capsedu.load_mnist("test", verbose=False).subset(capsedu.choose(learner=500, fast=100), seed=0)
+held_targets = F.one_hot(held_out.labels, 10).float()  # (N, J)
+
+
+def short_training(loss_of, seed: int = 0) -> dict[int, tuple[float, float, float]]:
+    """Adam on a CPU CapsNet; at steps `early` and `steps`: (present length, absent length, error)."""
+    torch.manual_seed(seed)
+    net = CapsNet(CapsNetConfig.cpu())
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    order = torch.Generator().manual_seed(seed)  # the same batches for every loss
+    measured = {}
+    for step in range(1, steps + 1):
+        batch = torch.randint(0, len(pool), (32,), generator=order)
+        loss = loss_of(net(pool.images[batch]), pool.labels[batch])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step in (early, steps):
+            with torch.no_grad():
+                held_lengths = net(held_out.images).lengths  # (N, J)
+            present = float((held_lengths * held_targets).sum() / held_targets.sum())
+            absent = float((held_lengths * (1 - held_targets)).sum() / (1 - held_targets).sum())
+            error = float((held_lengths.argmax(dim=1) != held_out.labels).float().mean())
+            measured[step] = (present, absent, error)
+    return measured
+
+
+variants = {
+    "Eq. 4": lambda out, y: margin_loss(out.lengths, F.one_hot(y, 10).float()),
+    "lambda = 1": lambda out, y: capsedu.margin_loss(out.lengths, y, lam=1.0),
+    "unsquared (A)": lambda out, y: peer_margin_loss(out.capsules, y),
+}
+threads = torch.get_num_threads()
+torch.set_num_threads(1)  # a network this small trains faster on one thread than on several
+try:
+    results = {name: short_training(loss_of) for name, loss_of in variants.items()}
+finally:
+    torch.set_num_threads(threads)
+print(f"{'loss':14s} {'step':>5s} {'present':>8s} {'absent':>7s} {'error':>15s}")
+for name, measured in results.items():
+    for step, (present, absent, error) in measured.items():
+        se = (error * (1 - error) / len(held_out)) ** 0.5
+        print(f"{name:14s} {step:5d} {present:8.3f} {absent:7.3f} {100 * error:7.1f} ± {100 * se:.1f} %")
+
+# %% [markdown]
+# Read the table against the pulls above.
+#
+# - **The square.** After 25 steps peer A's present capsules are much shorter than Eq. 4's
+#   (0.216 against 0.444): at the start the unsquared hinge pulls with 1.00 where Eq. 4 pulls
+#   with 1.80. At the end the order flips (0.772 against 0.729, absent 0.062 against 0.085): near
+#   the margins the unsquared pull stays at full strength while Eq. 4's fades.
+# - **$\lambda$.** With $\lambda = 1$ the absent capsules are shorter (0.128 against 0.185 after
+#   25 steps, 0.068 against 0.085 at the end), and the present ones a little shorter too. The
+#   present capsules still grow: in this run a full-weight absent term does not make every
+#   capsule shrink.
+# - **Accuracy.** After 200 steps the error rates are 6.2 %, 6.2 % and 6.8 %: gaps under two
+#   standard errors, so ties. In a run this short neither change costs accuracy that 500 test
+#   images could show. What they change is what the lengths
+#   mean: how far a "present" capsule is from 0.9 and an "absent" one from 0.1. One seed and 200
+#   steps say nothing about a full training.
 
 # %% [markdown]
 # ## Summary
 #
 # - Eq. 4: $L_k = T_k\max(0, 0.9 - \lVert\mathbf v_k\rVert)^2 + 0.5\,(1-T_k)\max(0,
-#   \lVert\mathbf v_k\rVert - 0.1)^2$, summed over classes and averaged over the batch.
-# - Present capsules are pushed above 0.9, absent ones below 0.1; inside the margins nothing is
-#   pushed. The squares make the pull fade smoothly at the margins.
-# - $\lambda = 0.5$ keeps the nine absent classes from shrinking every capsule early on.
+#   \lVert\mathbf v_k\rVert - 0.1)^2$, summed over classes and averaged over the batch. The
+#   authors' code halves both terms.
+# - Present capsules are pushed above 0.9, absent ones below 0.1; beyond the margins nothing is
+#   pushed. The squares make the pull fade to zero as a length reaches its margin.
+# - $\lambda$ weighs the nine absent classes against the one present class.
 # - Because each class has its own term, multi-hot targets just work: several digits can all
 #   have long capsules and zero loss. A softmax cross-entropy cannot offer that; independent
 #   sigmoids with binary cross-entropy can, so the difference from a multi-label CNN is what the
 #   long vectors carry, not the loss alone.
-# - Two classic bugs — the unsquared hinge and the missing $\lambda$ — run without errors;
-#   only a comparison with the equation (or a check) finds them.
+# - A published margin loss (labml's) has unsquared hinges and a `sqrt` without ε. Neither raises
+#   an error: test values against the equation and gradients at zero.
+
+# %% [markdown]
+# ## Self-check
 #
+# Click an option to see whether it is right, and why.
+
+# %% tags=["hide-input"]
+from capsedu.course.self_check import self_check  # noqa: E402
+
+self_check("04")
+
+# %% [markdown]
 # ## What's next
 #
 # Lesson 05 adds the second half of the CapsNet loss: a decoder that reconstructs the digit from

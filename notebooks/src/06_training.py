@@ -64,8 +64,10 @@ from torch.utils.data import DataLoader, random_split
 from IPython.display import display
 
 import capsedu
+from capsedu.course.checks import yours_or_reference
 from capsedu.course.checks.training import check_margin_violations, check_train_step, check_uniform_lengths
 from capsedu.explore.figures import reconstruction_grid
+from capsedu.training.step import train_step as capsedu_train_step
 from capsedu.zoo.shipped import record_summary, study
 
 generator = capsedu.set_seed(0)
@@ -154,6 +156,9 @@ def train_step(model: capsedu.CapsNet, optimizer: torch.optim.Optimizer,
 # %% tags=["nbval-check-output"]
 result = check_train_step(train_step)
 
+# %% tags=["nbval-check-output"]
+step = yours_or_reference(check_train_step, train_step, capsedu_train_step, name="train_step")
+
 # %% [markdown]
 # A second check every practitioner uses: a network that works must be able to **memorise one
 # batch**. A few steps on the same 32 images must bring the loss down; if they do not, something
@@ -165,16 +170,17 @@ capsedu.set_seed(0)
 probe = capsedu.CapsNet(capsedu.CapsNetConfig.cpu())
 probe_optimizer = torch.optim.Adam(probe.parameters(), lr=1e-3)
 images, labels = next(iter(train_loader))  # (32, 1, 28, 28), (32,)
-losses = [train_step(probe, probe_optimizer, images, labels) for _ in range(15)]
+losses = [step(probe, probe_optimizer, images, labels) for _ in range(15)]
 print(f"loss on one batch: step 1 {losses[0]:.3f} -> step 15 {losses[-1]:.3f}")
-assert losses[-1] < 0.8 * losses[0], "the loss did not go down on a single batch: check train_step"
+assert losses[-1] < 0.8 * losses[0], "the loss did not go down on a single batch: check the step"
 
 # %% [markdown]
 # ## Use capsedu
 #
 # ### Train with `capsedu.fit`
 #
-# `capsedu.fit` runs your step over every batch, once per epoch, with Adam and an exponentially
+# `capsedu.fit` does not call your `train_step`: it takes its own step of the same kind on every
+# batch (with a guard that stops on a NaN loss), once per epoch, with Adam and an exponentially
 # decaying learning rate: × 0.96 after every epoch by default (`lr_decay`). The paper says only
 # that it used Adam "with its TensorFlow default parameters, including the exponentially decaying
 # learning rate"; Sabour et al.'s official TensorFlow code decays 0.001 by 0.96 every 2,000 steps
@@ -319,7 +325,8 @@ if len(wrong) > 0:
                                 "Mistakes (true → predicted) and what the network redrew"))
 
 # %% [markdown]
-# The reconstruction shows what the network *thought* it saw: a mistaken "4 → 9" is redrawn as a 9.
+# The reconstruction shows what the network *thought* it saw: a mistaken digit is redrawn from the
+# capsule of the class it was taken for.
 #
 # ### The paper's configuration on a GPU
 #
@@ -397,11 +404,12 @@ print("default device here:", capsedu.default_device())
 #
 # ### Exercise 1: where the margin loss still pulls
 #
-# The margin loss (Eq. 4) is zero for a digit only when its true capsule is at least
-# $m^+ = 0.9$ long **and** every other capsule at most $m^- = 0.1$. Write
-# `margin_violations(lengths, labels)`: for capsule lengths (B, J) and labels (B,), a (B,) tensor
-# of True/False, True where the loss of that digit is not zero. Then count, on the test part, how
-# many digits the trained network still gets *right* while the loss still pulls on them.
+# A trained network gets most test digits right. Does the margin loss (Eq. 4, lesson 04) leave
+# those digits alone? Write `margin_violations(lengths, labels)`: for capsule lengths (B, J) and
+# labels (B,), a (B,) tensor of True/False, True where that digit's margin loss is not zero. The
+# cell after the check counts, on the test part, the digits the loss still pulls on, right and
+# wrong ones, and which of its two terms pulls. Before you run it, guess: more or fewer than the
+# network's mistakes?
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def margin_violations(lengths: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -418,21 +426,38 @@ def margin_violations(lengths: torch.Tensor, labels: torch.Tensor) -> torch.Tens
 result = check_margin_violations(margin_violations)
 
 # %%
-pulled = margin_violations(test_lengths, test_labels)  # (N,)
-right = predictions == test_labels
-print(f"the margin loss still pulls on {int(pulled.sum()):,} of {len(test_labels):,} test digits: "
-      f"{int((pulled & right).sum()):,} of them classified right, {int((pulled & ~right).sum())} wrong "
-      f"(every mistake is pulled: {bool(pulled[~right].all())})")
+if result:
+    pulled = margin_violations(test_lengths, test_labels)  # (N,)
+    right = predictions == test_labels
+    true_length = test_lengths.gather(1, test_labels[:, None])[:, 0]  # (N,)
+    rival_length = test_lengths.scatter(1, test_labels[:, None], 0.0).amax(dim=1)  # (N,) longest other
+    short, long_rival = true_length < 0.9, rival_length > 0.1
+    print(f"the margin loss still pulls on {int(pulled.sum()):,} of {len(test_labels):,} test digits: "
+          f"{int((pulled & right).sum()):,} of them classified right, {int((pulled & ~right).sum())} wrong "
+          f"(every mistake is pulled: {bool(pulled[~right].all())})")
+    print(f"among the {int((pulled & right).sum()):,} right ones: true capsule under 0.9 in "
+          f"{int((right & short).sum()):,}, another capsule over 0.1 in {int((right & long_rival).sum()):,}")
+    print(f"true capsules of the right digits: median length {float(true_length[right].median()):.2f}")
+else:
+    print("→ this cell runs once Exercise 1 passes its check")
 
 # %% [markdown]
+# The loss leaves few digits alone, and nearly all that it pulls on are classified right: the
+# mistakes are a small share of them. Eq. 4 asks for more than the right argmax. It wants the
+# true capsule past $m^+$ and every rival under $m^-$, and here the median true capsule of a right
+# digit is 0.87 long, still short of 0.9; in many right digits a rival is also too long (the
+# counts above). High accuracy does not mean training is over: the loss keeps lengthening the
+# true capsules and shortening the rivals, so that a capsule's length becomes a confident
+# "present" or "absent" - the reading that lesson 09 relies on when two digits overlap.
+#
 # ### Exercise 2: switch routing off
 #
-# With every coupling $c_{ij} = 1/J$ - what routing starts from - a digit capsule is the squashed
-# average vote, $\mathbf v_j = \operatorname{squash}\big(\tfrac1J\sum_i\hat{\mathbf u}_{j|i}\big)$:
-# no agreement, no iteration. Write `uniform_lengths(model, images)` returning the digit capsules'
-# lengths (B, J) with uniform couplings, from the model's own votes
-# (`model.class_caps.prediction_vectors(model.encode(images))`, (B, I, J, D)). Then compare the
-# network's accuracy with and without routing.
+# Routing starts from uniform couplings, every $c_{ij} = 1/J$, and then moves them towards the
+# digit capsules that the votes agree on. What does the network say with no agreement step at
+# all, the couplings left uniform? Write `uniform_lengths(model, images)` returning the digit
+# capsules' lengths (B, J) with every $c_{ij} = 1/J$ (Eq. 2 and Eq. 1, lesson 03), from the
+# model's own votes û (`model.class_caps.prediction_vectors(model.encode(images))`,
+# (B, I, J, D)). The cell after the check compares the network's accuracy with and without routing.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def uniform_lengths(model: capsedu.CapsNet, images: torch.Tensor) -> torch.Tensor:
@@ -448,20 +473,23 @@ def uniform_lengths(model: capsedu.CapsNet, images: torch.Tensor) -> torch.Tenso
 result = check_uniform_lengths(uniform_lengths)
 
 # %%
-with torch.no_grad():
-    uniform = torch.cat([uniform_lengths(model, images) for images, _ in test_loader]).argmax(dim=1)
-routed, unrouted = float((predictions == test_labels).float().mean()), float((uniform == test_labels).float().mean())
-print(f"routed (r = {config.routing_iterations}): {capsedu.with_error(routed, len(test_labels))}; "
-      f"uniform couplings: {capsedu.with_error(unrouted, len(test_labels))}; "
-      f"{int((uniform != predictions).sum())} of {len(test_labels):,} predictions change")
-print(capsedu.compare_accuracies("routed", routed, len(test_labels), "uniform", unrouted, len(test_labels)))
+if result:
+    with torch.no_grad():
+        uniform = torch.cat([uniform_lengths(model, images) for images, _ in test_loader]).argmax(dim=1)
+    routed, unrouted = float((predictions == test_labels).float().mean()), float((uniform == test_labels).float().mean())
+    print(f"routed (r = {config.routing_iterations}): {capsedu.with_error(routed, len(test_labels))}; "
+          f"uniform couplings: {capsedu.with_error(unrouted, len(test_labels))}; "
+          f"{int((uniform != predictions).sum())} of {len(test_labels):,} predictions change")
+    print(capsedu.compare_accuracies("routed", routed, len(test_labels), "uniform", unrouted, len(test_labels)))
+else:
+    print("→ this cell runs once Exercise 2 passes its check")
 
 # %% [markdown]
 # This switches routing off at test time in a network *trained* with three iterations, which asks
 # it something it never saw. Even so, the two accuracies printed above are a tie (a gap under two
 # standard errors), and only a few dozen of the 10,000 predictions change (the exact count moves
 # a little between executions, because the lesson trains its network afresh each time): in this
-# small, briefly trained network the plain average of the votes already picks the
+# small, briefly trained network the plain sum of the votes (scaled by 1/J) already picks the
 # same digit as routing almost everywhere. The paper trained both (its Table 1, test error on MNIST
 # with the reconstruction loss): 1 iteration 0.29 ± 0.011 %, 3 iterations 0.25 ± 0.005 % - routing
 # bought a small gain there, far smaller than what 10,000 test images let us tell apart here.
@@ -480,6 +508,16 @@ print(capsedu.compare_accuracies("routed", routed, len(test_labels), "uniform", 
 #   reconstructions show what it thought it saw.
 # - `capsedu.save_checkpoint` / `capsedu.load_checkpoint` keep a trained network with its
 #   configuration; `CapsNetConfig.paper()` with `default_device()` trains the paper's network on a GPU.
+
+# %% [markdown]
+# ## Self-check
+#
+# A few questions to test your understanding; click an option to see whether it is right.
+
+# %% tags=["hide-input"]
+from capsedu.course.self_check import self_check  # noqa: E402
+
+self_check("06")
 
 # %% [markdown]
 # ## What's next

@@ -29,8 +29,9 @@
 # After this lesson you can
 #
 # - read a **reconstruction** as what the winning capsule encodes about a digit;
-# - **perturb** one dimension of a digit capsule and decode it, as in Figure 4 of the paper, and
-#   **name** what some dimensions control (stroke width, slant, width, ...);
+# - write the **Figure 4 probe** yourself: perturb one dimension of the winning digit capsule,
+#   mask the others, decode; and **name** what some dimensions control;
+# - tell a dimension that **moves** the digit from one that only redistributes its ink;
 # - use the **perturbation explorer** and the **routing explorer** (`capsedu.explore.widgets`);
 # - say what routing does and does not do in a trained network, with numbers;
 # - read **coupling coefficients** on the primary-capsule grid and the capsule lengths after each
@@ -51,9 +52,10 @@ import matplotlib.pyplot as plt
 import torch
 
 import capsedu
-from capsedu.course.checks.exploring import check_centre_shift, check_couplings_for_class, check_ink_change
+from capsedu.course.checks import yours_or_reference
+from capsedu.course.checks.exploring import check_aligned_shift, check_perturb_and_decode
 from capsedu.explore.figures import COUPLING_TOP, coupling_norm, perturbation_grid, reconstruction_grid
-from capsedu.explore.probes import (couplings_on_grid, encode_image, perturbation_sweep,
+from capsedu.explore.probes import (couplings_on_grid, encode_image, perturb_and_decode, perturbation_sweep,
                                     perturbed_reconstructions, routing_trace, vote_shares)
 from capsedu.explore.widgets import perturbation_explorer, routing_explorer
 
@@ -82,11 +84,42 @@ reconstruction_grid(model, test.images[:10], test.labels[:10],
                     "The first ten test digits (true → predicted) and the decoder's reconstructions")
 
 # %% [markdown]
-# ### Perturbing one dimension by hand
+# ### Your probe: perturb one dimension and decode
 #
-# Take one digit, its digit capsules $\mathbf v$ (J × 16) and its prediction. Add 0.25 to one
-# dimension of the winning capsule only, then decode with the mask on that capsule. The other
-# capsules do not matter: the mask zeroes them.
+# Figure 4 of the paper is made by one small probe, and you write it. Given the decoder, the
+# digit capsules $\mathbf v$ of one image (J × 16), a dimension `dim` and an offset `delta`:
+# take the **winning** capsule, move its dimension `dim` by `delta`, and redraw it the way the
+# network's decoder always sees a capsule at test time (lesson 05). Return the decoder's output
+# for this one image, of shape (P,) (P = 784 pixels here), and leave `capsules` as you found it.
+# `decoder` takes a batch (B, J·16) and returns (B, P); `model.decoder` is one.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def my_perturb_and_decode(decoder, capsules: torch.Tensor, dim: int, delta: float) -> torch.Tensor:
+    """Figure 4's probe: capsules (J, D_out), winner's dimension dim moved by delta -> decoded (P,)."""
+    ### BEGIN SOLUTION
+    label = int(capsules.norm(dim=-1).argmax())  # the winner: the longest capsule
+    moved = torch.zeros_like(capsules)  # (J, D_out) every other capsule masked to zero
+    moved[label] = capsules[label]  # a copy: the input stays as it was
+    moved[label, dim] += delta
+    return decoder(moved.reshape(1, -1))[0]  # (1, J*D_out) -> (P,)
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+_ = check_perturb_and_decode(my_perturb_and_decode)
+
+# %% tags=["nbval-check-output"]
+probe = yours_or_reference(check_perturb_and_decode, my_perturb_and_decode, perturb_and_decode,
+                           name="my_perturb_and_decode")
+
+# %% [markdown]
+# The check fed your probe a small decoder and capsules built so that each typical slip gives a
+# different picture: decoding every capsule (no mask), picking the winner by the wrong axis or by
+# its largest entry, squashing again after the move, flattening the capsules in the wrong order,
+# or moving the capsule in place, so that the next probe starts from a moved one.
+#
+# Now the probe on a real digit: the 7 of test image 0, with the dimension whose move changes its
+# drawing most (found from the static grid's sweep below) moved by +0.25.
 
 # %%
 image = test.images[0]  # (1, 28, 28): test digit number 0
@@ -95,11 +128,8 @@ dim = int((sweep[:, -1] - sweep[:, 0]).abs().mean(dim=(1, 2)).argmax())  # the o
 with torch.no_grad():
     capsules = model(image[None]).capsules[0]  # (J, D_out) = (10, 16)
     label = int(capsules.norm(dim=-1).argmax())
-    moved = capsules.clone()
-    moved[label, dim] += 0.25
-    labels = torch.tensor([label])
-    plain = model.decode(capsules[None], labels)[0, 0]  # (28, 28)
-    nudged = model.decode(moved[None], labels)[0, 0]  # (28, 28)
+    plain = probe(model.decoder, capsules, dim, 0.0).view(28, 28)  # (H, W)
+    nudged = probe(model.decoder, capsules, dim, 0.25).view(28, 28)  # (H, W)
 
 fig, axes = plt.subplots(1, 4, figsize=(9, 2.6))
 panels = [(image[0], "input"), (plain, "reconstruction"), (nudged, f"dim {dim} + 0.25"),
@@ -132,21 +162,22 @@ print("length of the winning capsule after r = 1..7 iterations:",
 # %% [markdown]
 # ## Check it
 #
-# The hand-made perturbation must match `capsedu.explore.probes.perturbed_reconstructions`, and routing
-# with the network's own number of iterations must give the network's own capsules.
+# The probe on the real network must match `capsedu.explore.probes.perturbed_reconstructions`
+# (which moves the capsule and decodes through `model.decode`), and routing with the network's own
+# number of iterations must give the network's own capsules.
 
 # %% tags=["nbval-check-output"]
 offsets = torch.zeros(1, config.digit_dim)
 offsets[0, dim] = 0.25
 recon, recon_lengths = perturbed_reconstructions(model, capsules, label, offsets)
 assert torch.allclose(recon[0, 0], nudged, atol=1e-6)
-assert torch.allclose(recon_lengths[0], moved.norm(dim=-1), atol=1e-6)
+assert torch.allclose(recon_lengths[0, label], (capsules[label] + offsets[0]).norm(), atol=1e-6)
 with torch.no_grad():
     assert torch.allclose(lengths_by_r[config.routing_iterations - 1], model(image[None]).lengths[0],
                           atol=1e-6)
 print("u_hat:", tuple(u_hat.shape), "| digit capsules:", tuple(capsules.shape),
       "| perturbed reconstruction:", tuple(recon.shape))
-print("hand-made perturbation and routing agree with capsedu ✅")
+print("the probe and routing agree with capsedu ✅")
 
 # %% [markdown]
 # ## Use capsedu
@@ -361,109 +392,13 @@ wrong_router
 wrong_router.frames()
 
 # %% [markdown]
-# ### Ideas to try
+# ### Couplings on the primary-capsule grid, type by type
 #
-# - In the perturbation explorer, move one slider far and watch the bars: the winning capsule
-#   gets longer or shorter, the prediction never changes (the other capsules are untouched).
-# - Find a dimension that does the same thing for every digit (say, stroke width) and one whose
-#   meaning depends on the class.
-# - In the routing explorer, go through the other mistakes (`wrong.tolist()`): do more iterations
-#   ever *fix* a mistake, or only make the network more sure?
-
-# %% [markdown]
-# ## Exercises
-#
-# ### Exercise 1: which dimensions thicken the stroke?
-#
-# If a capsule's direction encodes *how* the digit is drawn, some dimensions should make the
-# stroke bolder and others thinner - and you can measure it without looking. Write
-# `ink_change(model, image)`: for each of the 16 dimensions, the **total ink** (the sum of the
-# pixels) of the reconstruction at +0.25 minus that at −0.25. Positive means the dimension adds
-# ink - a bolder or longer stroke - as it grows. `perturbation_sweep(model, image)` returns the
-# decoded images of the grid above as a (16, 11, 28, 28) tensor (and the class): column 0 is
-# −0.25, the last column +0.25.
-
-# %% jupyter={"source_hidden": true} tags=["hide-input"]
-def ink_change(model: capsedu.CapsNet, image: torch.Tensor) -> torch.Tensor:
-    """Ink of the +0.25 reconstruction minus ink of the -0.25 one, per dimension, (D_out,)."""
-    ### BEGIN SOLUTION
-    images, _ = perturbation_sweep(model, image)  # (D_out, V, H, W)
-    return images[:, -1].sum(dim=(1, 2)) - images[:, 0].sum(dim=(1, 2))  # (D_out,)
-    ### END SOLUTION
-
-
-# %% tags=["nbval-check-output"]
-check_ink_change(ink_change, model, image);
-
-# %%
-for name, index in (("the 7 (test image 0)", 0), ("the 4 (test image 6)", 6)):
-    gained = ink_change(model, test.images[index])  # (D_out,)
-    order = gained.argsort()
-    print(f"{name}: most ink added by dimension {int(order[-1])} ({gained[order[-1]]:+.1f} pixels' worth), "
-          f"most removed by dimension {int(order[0])} ({gained[order[0]]:+.1f})")
-
-# %% [markdown]
-# Look up those dimensions in the two perturbation grids above: is the one that adds most ink a
-# "stroke width" dimension, or does it lengthen a stroke? Is it the same dimension for both digits?
-#
-# ### Exercise 2: which dimensions move the digit sideways?
-#
-# A pose includes position. Write `centre_shift(model, image)`: for each dimension, how many
-# pixels to the **right** the centre of the reconstruction's ink moves from −0.25 to +0.25. The
-# horizontal centre of a picture is $\sum_x x\,\text{ink}(x) / \sum_x \text{ink}(x)$, with $x$ the
-# column index and ink(x) the sum of column $x$.
-
-# %% jupyter={"source_hidden": true} tags=["hide-input"]
-def centre_shift(model: capsedu.CapsNet, image: torch.Tensor) -> torch.Tensor:
-    """Rightward move (pixels) of the ink's centre from -0.25 to +0.25, per dimension, (D_out,)."""
-    ### BEGIN SOLUTION
-    images, _ = perturbation_sweep(model, image)  # (D_out, V, H, W)
-    x = torch.arange(images.shape[-1], dtype=images.dtype)  # (W,) column index
-
-    def centre(pictures: torch.Tensor) -> torch.Tensor:  # (D_out, H, W) -> (D_out,)
-        return (pictures * x).sum(dim=(1, 2)) / pictures.sum(dim=(1, 2))
-
-    return centre(images[:, -1]) - centre(images[:, 0])
-    ### END SOLUTION
-
-
-# %% tags=["nbval-check-output"]
-check_centre_shift(centre_shift, model, image);
-
-# %%
-for name, index in (("the 7", 0), ("the 4", 6)):
-    moved = centre_shift(model, test.images[index])  # (D_out,)
-    top = moved.abs().argsort(descending=True)[:3].tolist()
-    print(f"{name}: " + ", ".join(f"dimension {d} moves it {moved[d]:+.2f} px" for d in top))
-
-# %% [markdown]
-# If one dimension shifted every digit the same way, the capsules would share a "position" axis.
-# Compare the two lists: a dimension's meaning is learned separately for each class, because each
-# digit capsule has its own transformation matrices $\mathbf W_{ij}$ and its own decoder input.
-
-# %% [markdown]
-# ### Exercise 3: couplings on the primary-capsule grid
-#
-# The routing explorer lays the couplings (I × J) toward one class out as one 6×6 map per capsule
-# type. Write `couplings_for_class(c, label, num_types)` returning that (T, 6, 6) tensor. Primary
-# capsules are numbered type first: capsule $i = t \cdot 36 + y \cdot 6 + x$ (lesson 02).
-
-# %% jupyter={"source_hidden": true} tags=["hide-input"]
-def couplings_for_class(c: torch.Tensor, label: int, num_types: int) -> torch.Tensor:
-    """Couplings ``c`` (I, J) toward class ``label`` as (T, G, G) maps, one per capsule type."""
-    ### BEGIN SOLUTION
-    side = int(round((c.shape[0] / num_types) ** 0.5))
-    return c[:, label].reshape(num_types, side, side)
-    ### END SOLUTION
-
-
-# %% tags=["nbval-check-output"]
-check_couplings_for_class(couplings_for_class);
-
-# %% [markdown]
-# With it, compare where the couplings of test digit 0 go after three iterations:
-# toward its own class, and toward the class its capsules rank second. As in the explorer the maps
-# show $J c_{ij}$: 1 (white) is a fair share, red more, blue less.
+# The routing explorer averages the couplings over the capsule types at each place. Here they are
+# type by type (`couplings_on_grid(c, label, num_types)` lays the column of c toward one class out
+# as one 6 × 6 map per type, type-major as in lesson 02): where do the couplings of test digit 0 go
+# after three iterations, toward its own class and toward the class its capsules rank second? As
+# in the explorer the maps show $J c_{ij}$: 1 (white) is a fair share, red more, blue less.
 
 # %%
 trace3 = routing_trace(encode_image(model, image).u_hat, 3)
@@ -473,8 +408,7 @@ norm = coupling_norm()  # the course's one scale for J c: 0 blue, 1 white, 4 red
 fig, axes = plt.subplots(2, config.primary_types, figsize=(1.3 * config.primary_types + 1.2, 3.4),
                          squeeze=False, layout="constrained")
 for row, k in enumerate([trace3.prediction, second]):
-    maps = couplings_for_class(trace3.couplings, k, config.primary_types)  # (T, G, G)
-    assert torch.equal(maps, couplings_on_grid(trace3.couplings, k, config.primary_types))
+    maps = couplings_on_grid(trace3.couplings, k, config.primary_types)  # (T, G, G)
     for t in range(config.primary_types):
         shown = axes[row, t].imshow(J * maps[t], cmap="RdBu_r", norm=norm)
         axes[row, t].set_xticks([])
@@ -501,6 +435,84 @@ plt.show()
 # cancel, which is why the averaged map looked pale at r = 3.
 
 # %% [markdown]
+# ### Ideas to try
+#
+# - In the perturbation explorer, move one slider far and watch the bars: the winning capsule
+#   gets longer or shorter, the prediction never changes (the other capsules are untouched).
+# - Find a dimension that does the same thing for every digit (say, stroke width) and one whose
+#   meaning depends on the class.
+# - In the routing explorer, go through the other mistakes (`wrong.tolist()`): do more iterations
+#   ever *fix* a mistake, or only make the network more sure?
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1: which dimensions move the digit sideways?
+#
+# A pose includes position, so some dimensions might move the digit. Measure it for every
+# dimension, from the sweep's two extreme pictures (−0.25 and +0.25). One measure is how far the
+# **centre of the ink** moves (computed for you below). The other is yours: write
+# `aligned_shift(low, high, max_shift)`: for each pair of pictures (N, H, W), the whole-pixel
+# horizontal shift dx, from −max_shift to +max_shift (right positive), that makes `low` moved by
+# dx line up best with `high` — by cross-correlation. Return the N shifts.
+#
+# Before you run the cell after the check, look at the Figure 4 grids above and predict: which of
+# the 7's dimensions will each measure call "moves the digit sideways", and will the two agree?
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def aligned_shift(low: torch.Tensor, high: torch.Tensor, max_shift: int = 6) -> torch.Tensor:
+    """Whole-pixel rightward shift that best aligns low with high, per pair: (N, H, W) x 2 -> (N,)."""
+    ### BEGIN SOLUTION
+    scores = []
+    for dx in range(-max_shift, max_shift + 1):
+        moved = torch.zeros_like(low)  # (N, H, W) low moved right by dx, zeros coming in
+        if dx >= 0:
+            moved[..., dx:] = low[..., :low.shape[-1] - dx]
+        else:
+            moved[..., :dx] = low[..., -dx:]
+        scores.append((moved * high).sum(dim=(-2, -1)))  # (N,) overlap
+    return torch.stack(scores).argmax(dim=0) - max_shift  # (N,)
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+shift_result = check_aligned_shift(aligned_shift)
+
+# %%
+def centre_move(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """How far (pixels, right positive) the centre of the ink moves from low to high: (N,)."""
+    columns = torch.arange(low.shape[-1], dtype=low.dtype)  # (W,)
+    return ((high * columns).sum(dim=(1, 2)) / high.sum(dim=(1, 2))
+            - (low * columns).sum(dim=(1, 2)) / low.sum(dim=(1, 2)))
+
+
+if shift_result:
+    for name, index in (("the 7", 0), ("the 4", 6)):
+        pictures, _ = perturbation_sweep(model, test.images[index])  # (D_out, V, H, W)
+        low, high = pictures[:, 0], pictures[:, -1]  # (D_out, H, W) at -0.25 and +0.25
+        by_centre, by_alignment = centre_move(low, high), aligned_shift(low, high, 6)  # (D_out,)
+        top = by_centre.abs().argsort(descending=True)[:3].tolist()
+        print(f"{name}: the centre of the ink moves most for " + ", ".join(
+            f"dimension {d} ({by_centre[d]:+.2f} px, aligned shift {int(by_alignment[d]):+d} px)" for d in top))
+        moving = [d for d in by_alignment.abs().argsort(descending=True).tolist() if by_alignment[d] != 0]
+        print(f"{name}: aligned shift of 2 px or more for " + ", ".join(
+            f"dimension {d} ({int(by_alignment[d]):+d} px)" for d in moving if abs(by_alignment[d]) >= 2))
+else:
+    print("→ this cell runs once Exercise 1 passes its check")
+
+# %% [markdown]
+# The two measures disagree where it matters. For the 7, the centre of the ink moves most for
+# dimensions 1, 12 and 6 (+5.31, +4.83 and +3.19 px), yet their aligned shift is 0 px: in the
+# grid, dimension 1 makes the 7 bold and dimension 12 curls a heavy hook. They redistribute ink —
+# ink added on one side pulls the centre that way — without moving the digit. The dimensions
+# that do move it are others: 8 (−3 px: its bar lengthens while its stem leans), 4 (+2 px) and
+# 7 (−2 px). For the 4, dimension 11 moves the digit by +5 px and the centre by +3.22 px: a real
+# move, which both measures see. So one "position" axis shared by every class does not appear.
+# Each digit capsule has its own transformation matrices $\mathbf W_{ij}$, and its dimensions
+# mix position with slant, width and stroke weight. To read a pose dimension, compare whole
+# pictures, not one summary of the ink.
+
+# %% [markdown]
 # ## Summary
 #
 # - The winning digit capsule alone lets the decoder redraw the digit: its 16 numbers encode how
@@ -516,6 +528,18 @@ plt.show()
 #   predictions (99.55 % against 99.59 % without routing, a tie) and send 0.107 of the votes to a
 #   correctly predicted class against 0.100 without routing. It mostly lengthens the capsule the
 #   votes favour — on the misclassified digit, the wrong class, while the true one stays short.
+# - To ask whether a dimension moves the digit, compare whole pictures (the best-aligning shift):
+#   the centre of the ink also moves when a dimension only makes a stroke bolder.
+
+# %% [markdown]
+# ## Self-check
+#
+# A few questions on what you measured (not graded; each answer explains itself):
+
+# %% tags=["hide-input"]
+from capsedu.course.self_check import self_check  # noqa: E402
+
+self_check("07")
 
 # %% [markdown]
 # ## What's next

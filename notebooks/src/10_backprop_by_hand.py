@@ -24,10 +24,10 @@
 # One of the implementations this course grew from (haofengac/pyCapsNet) did exactly this "to get
 # a deeper understanding of the structure and the gradient flow" of CapsNet, and warned that
 # routing's backward pass must accumulate gradients from every iteration. Its README says it
-# unit-tested each module, basic and composite; yet two errors survived that a gradient check
-# against finite differences of the whole layer would have caught: a softmax over the wrong axis
-# and routing logits averaged over the batch. A gradient that is slightly wrong still trains, just
-# worse: the only way to know is to check the gradient itself.
+# unit-tested each module, basic and composite; yet its routing departs from the paper's in two
+# ways: a softmax over the wrong axis and routing logits averaged over the batch. What kind of
+# test catches which mistake is part of this lesson (Exercise 1). A gradient that is slightly
+# wrong still trains, just worse: the only way to know is to check the gradient itself.
 
 # %% [markdown]
 # ## Learning objectives
@@ -39,7 +39,9 @@
 # - write a backward pass as "take the gradient of the output and a cache, return the gradients of
 #   the inputs", and derive the ones of the margin loss, capsule lengths, $\mathbf W\mathbf u$,
 #   the softmax and squash (its Jacobian);
+# - write the backward passes of squash and of Procedure 1 through every iteration yourself;
 # - check any gradient with central differences and read the relative error it reports;
+# - test a routing implementation from the outside for properties Procedure 1 must have;
 # - train a capsule classifier entirely in NumPy, comparing its gradients with torch's as it goes;
 # - say in numbers what `detach_inner` does to the gradient.
 #
@@ -59,9 +61,14 @@ import numpy as np
 import torch
 
 import capsedu
+from capsedu.course.checks import yours_or_reference
 from capsedu.course.checks.backprop import (
+    ROUTINGS,
+    check_batch_test,
+    check_coupling_test,
     check_routing_backward,
     check_squash_backward,
+    departed_routing,
     torch_gradients,
 )
 from capsedu.explore.graph import routing_graph
@@ -200,7 +207,7 @@ def my_prediction_vectors_backward(du_hat: np.ndarray, cache):
 
 
 # %% [markdown]
-# ### 4. Squash's Jacobian, on paper
+# ### 4. Squash's Jacobian, on paper — and its backward, yours
 #
 # Eq. 1 scales each vector by a number that depends on its squared length $q = \lVert\mathbf s\rVert^2$:
 #
@@ -210,33 +217,57 @@ def my_prediction_vectors_backward(du_hat: np.ndarray, cache):
 # $\partial q/\partial\mathbf s = 2\mathbf s$, the Jacobian is a scaled identity plus a rank-one
 # term along $\mathbf s$:
 #
-# $$\frac{\partial\mathbf v}{\partial\mathbf s} = g(q)\,\mathbf I + 2\,g'(q)\,\mathbf s\,\mathbf s^\top,
-# \qquad g'(q) = \frac{q + 2\varepsilon - q^2}{2\,(q+\varepsilon)^{3/2}(1+q)^2}.$$
+# $$\frac{\partial\mathbf v}{\partial\mathbf s} = g(q)\,\mathbf I + 2\,g'(q)\,\mathbf s\,\mathbf s^\top .$$
 #
 # The Jacobian is symmetric, so the backward pass is the Jacobian times the upstream gradient —
-# without ever building the D×D matrix:
+# without ever building the D×D matrix. Deriving $g'(q)$ is yours.
 #
-# $$\partial\mathbf s = g(q)\,\partial\mathbf v + 2\,g'(q)\,(\mathbf s\cdot\partial\mathbf v)\,\mathbf s .$$
-#
-# $g' > 0$ for short vectors ($q < 1$: the scale factor grows with the length, though squash
-# only ever shrinks a vector, $g(q) = \sqrt q/(1+q) \le \tfrac12$) and $g' < 0$ for long ones:
-# there a longer $\mathbf s$ is scaled down more, and the gradient along $\mathbf s$ almost
-# vanishes — the saturation you saw in lesson 01. Writing this backward is **exercise 1**. Here,
-# the Jacobian itself for one 3-D capsule, built from the formula and compared with autograd's:
+# **Build it.** Write `my_squash_backward(dv, cache)` for the cache of `nc.squash(s)`, a dict
+# with `"s"` (..., D), `"q"` $=\lVert\mathbf s\rVert^2$ and `"root"` $=\sqrt{q+\varepsilon}$
+# (both (..., 1)), `"scale"` $= g(q)$ and `"eps"`. Return $\partial\mathbf s$ with the shape of
+# `s`. It must stay finite at $\mathbf s = 0$. The check compares it with central differences.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def my_squash_backward(dv: np.ndarray, cache: dict) -> np.ndarray:
+    """ds (..., D) from dv (..., D), for the cache of nc.squash(s)."""
+    ### BEGIN SOLUTION
+    s, q, root, scale, eps = cache["s"], cache["q"], cache["root"], cache["scale"], cache["eps"]
+    g_prime = (q + 2 * eps - q * q) / (2 * root ** 3 * (1 + q) ** 2)  # (..., 1)
+    return scale * dv + 2 * g_prime * (dv * s).sum(axis=-1, keepdims=True) * s  # (..., D)
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+_ = check_squash_backward(my_squash_backward)  # prints ✅ or a hint
+
+# %% tags=["nbval-check-output"]
+squash_backward = yours_or_reference(check_squash_backward, my_squash_backward, nc.squash_backward,
+                                     name="my_squash_backward")
+
+# %% [markdown]
+# Since the Jacobian is symmetric, the backward pass applied to the $k$-th unit vector returns its
+# $k$-th column. Here it is for one 3-D capsule, built from `squash_backward` and compared with
+# autograd's:
 
 # %% tags=["nbval-check-output"]
 s_one = np.array([0.6, -0.3, 0.9])
-q = s_one @ s_one
-eps = 1e-8
-g = q / ((1 + q) * np.sqrt(q + eps))
-g_prime = (q + 2 * eps - q * q) / (2 * (q + eps) ** 1.5 * (1 + q) ** 2)
-jacobian = g * np.eye(3) + 2 * g_prime * np.outer(s_one, s_one)  # (D, D)
+_, one_cache = nc.squash(s_one[None])  # a batch of one capsule, (1, D)
+jacobian = np.stack([squash_backward(unit[None], one_cache)[0] for unit in np.eye(3)], axis=1)  # (D, D)
 autograd_jacobian = torch.autograd.functional.jacobian(capsedu.squash, torch.tensor(s_one)).numpy()
-print("Jacobian of squash at s =", s_one, f"(|s| = {np.sqrt(q):.3f}):")
+print("Jacobian of squash at s =", s_one, f"(|s| = {np.linalg.norm(s_one):.3f}):")
 print(np.array2string(jacobian, precision=4, suppress_small=True))
 print("equal to autograd's:", np.allclose(jacobian, autograd_jacobian, rtol=1e-12, atol=1e-15))
 
 # %% [markdown]
+# The derivative you needed is
+#
+# $$g'(q) = \frac{q + 2\varepsilon - q^2}{2\,(q+\varepsilon)^{3/2}(1+q)^2}.$$
+#
+# $g' > 0$ for short vectors ($q < 1$: the scale factor grows with the length, though squash
+# only ever shrinks a vector, $g(q) = \sqrt q/(1+q) \le \tfrac12$) and $g' < 0$ for long ones:
+# there a longer $\mathbf s$ is scaled down more, and the gradient along $\mathbf s$ almost
+# vanishes — the saturation you saw in lesson 01.
+#
 # ### 5. The softmax, backwards
 #
 # Routing's couplings are $c_{ij} = \operatorname{softmax}_j(b_{ij})$, over the output capsules.
@@ -292,16 +323,50 @@ routing_graph(3)
 def routing_backward_detached(dv: np.ndarray, cache: dict) -> np.ndarray:
     """du_hat (B, I, J, D) from dv (B, J, D): through the last iteration's s, its c held fixed."""
     last = cache["steps"][-1]  # the last iteration's c, v and squash cache
-    ds = nc.squash_backward(dv, last["squash"])  # (B, J, D)
+    ds = squash_backward(dv, last["squash"])  # (B, J, D)
     return last["c"][..., None] * ds[:, None]  # (B, I, J, D): c_ij * ds_j for every vote
 
 
 # %% [markdown]
 # The cache of `nc.dynamic_routing(u_hat, r, detach_inner)` holds `u_hat`, the setting and one
 # entry per iteration in `cache["steps"]`: that iteration's couplings `"c"` (B, I, J), output
-# `"v"` (B, J, D) and squash cache `"squash"`. The backward through *all* iterations is
-# **exercise 2**.
+# `"v"` (B, J, D) and squash cache `"squash"`.
 #
+# **Build it.** Write `my_routing_backward(dv, cache)` for the cache of
+# `nc.dynamic_routing(u_hat, r, detach_inner=False)`: return $\partial\hat{\mathbf u}$
+# (B, I, J, D), the gradient through *all* iterations, following steps 1–4 from the last
+# iteration to the first. Use `squash_backward` (yours, or capsedu's) and
+# `nc.softmax_backward(c, dc, axis=2)`. Keep two running arrays: `du_hat`, to which every use of
+# the votes adds, and `db`, the gradient reaching the logits from later iterations. The check
+# runs it with 1, 2 and 3 iterations against central differences.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def my_routing_backward(dv: np.ndarray, cache: dict) -> np.ndarray:
+    """du_hat (B, I, J, D) from dv (B, J, D), through every iteration of Procedure 1."""
+    ### BEGIN SOLUTION
+    u_hat, steps = cache["u_hat"], cache["steps"]
+    du_hat = np.zeros_like(u_hat)  # (B, I, J, D)
+    db = np.zeros(u_hat.shape[:3])  # (B, I, J): gradient reaching b from later iterations
+    for t in reversed(range(len(steps))):
+        if t < len(steps) - 1:  # v of iteration t fed the agreement of iteration t + 1
+            dv = np.einsum("bij,bijd->bjd", db, u_hat)  # (B, J, D)
+            du_hat += db[..., None] * steps[t]["v"][:, None]
+        ds = squash_backward(dv, steps[t]["squash"])  # (B, J, D)
+        du_hat += steps[t]["c"][..., None] * ds[:, None]
+        dc = np.einsum("bjd,bijd->bij", ds, u_hat)  # (B, I, J)
+        db = db + nc.softmax_backward(steps[t]["c"], dc, axis=2)
+    return du_hat
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+_ = check_routing_backward(my_routing_backward)  # prints ✅ or a hint
+
+# %% tags=["nbval-check-output"]
+routing_backward = yours_or_reference(check_routing_backward, my_routing_backward,
+                                      nc.dynamic_routing_backward, name="my_routing_backward")
+
+# %% [markdown]
 # ## Check it
 #
 # Each backward against `capsedu.nets.numpy_caps` (the same computation), against central
@@ -322,6 +387,8 @@ u_hat, prediction_cache = my_prediction_vectors(W, u)  # (B, I, J, D)
 dv_up = rng.normal(size=(2, 4, 5))  # (B, J, D): some upstream gradient
 _, _, routing_cache = nc.dynamic_routing(u_hat, 3, detach_inner=True)
 du_hat = routing_backward_detached(dv_up, routing_cache)
+_, _, full_cache = nc.dynamic_routing(u_hat, 3, detach_inner=False)
+du_hat_full = routing_backward(dv_up, full_cache)  # through every iteration
 dW, du = my_prediction_vectors_backward(du_hat, prediction_cache)
 
 W_t, u_t = torch.tensor(W, requires_grad=True), torch.tensor(u, requires_grad=True)
@@ -335,10 +402,11 @@ comparisons = {
     "prediction vectors: du (vs autograd)": (du, u_t.grad.numpy()),
     "routing, detached (vs autograd)": (du_hat, autograd_routing(u_hat, dv_up, 3, True)),
     "routing, detached (vs capsedu)": (du_hat, nc.dynamic_routing_backward(dv_up, routing_cache)),
+    "routing, every iteration (vs autograd)": (du_hat_full, autograd_routing(u_hat, dv_up, 3, False)),
 }
 for name, (mine, reference) in comparisons.items():
     error = np.abs(mine - reference).max() / np.abs(reference).max()
-    print(f"{name:36s} largest difference / largest entry: {error:.1e}")
+    print(f"{name:38s} largest difference / largest entry: {error:.1e}")
 
 # %% [markdown]
 # Differences of $10^{-16}$ are float64 rounding: the same numbers. Note what autograd does *not*
@@ -352,8 +420,7 @@ def routed_loss(detach_inner: bool = True) -> float:
 
 
 detached_check = nc.grad_check(routed_loss, {"W": W, "u": u}, {"W": dW, "u": du})
-_, _, full_cache = nc.dynamic_routing(u_hat, 3, detach_inner=False)
-dW_full, du_full = my_prediction_vectors_backward(nc.dynamic_routing_backward(dv_up, full_cache), prediction_cache)
+dW_full, du_full = my_prediction_vectors_backward(du_hat_full, prediction_cache)
 full_check = nc.grad_check(routed_loss, {"W": W, "u": u}, {"W": dW_full, "u": du_full})
 print(f"detach_inner=True : largest relative error vs central differences "
       f"{detached_check.max_relative_error:.2f} ({detached_check.worst})")
@@ -593,66 +660,92 @@ for detach in (True, False):  # the best of three runs: the one least disturbed 
 # %% [markdown]
 # ## Exercises
 #
-# ### Exercise 1: squash, backwards
+# ### Exercise 1: what a gradient check cannot see
 #
-# Write `squash_backward(dv, cache)` for the cache of `nc.squash(s)`, a dict with `"s"` (..., D),
-# `"q"` $=\lVert\mathbf s\rVert^2$ and `"root"` $=\sqrt{q+\varepsilon}$ (both (..., 1)),
-# `"scale"` $= g(q)$ and `"eps"`. Return $\partial\mathbf s$ with the shape of `s`, using the
-# formula of section 4. It must stay finite at $\mathbf s = 0$.
+# pyCapsNet's routing departs from Procedure 1 in its forward pass, twice: it adds to every
+# image's logits $b$ the agreement **averaged over the batch**, and its softmax normalises the
+# couplings **over the input capsules** $i$ instead of the output capsules $j$. Its backward
+# passes follow its own forward.
+#
+# First, predict: would the central-difference check of section 2, run on that routing, catch
+# either departure? Write your answer down; the cell after the two checks runs it.
+#
+# Then write two black-box tests. Each receives a routing function `routing(u_hat) -> (v, c)`
+# (votes (B, I, J, D) in; outputs (B, J, D) and last couplings (B, I, J) out) and returns `True`
+# when the routing passes. Each must pass Procedure 1 and fail one of the two departures, using
+# only a property that Procedure 1 must have — not a copy of Procedure 1 to compare with. Make your
+# own votes inside the test (`np.random.default_rng(...)`).
+#
+# (a) `batch_test(routing)`: catches the logits averaged over the batch.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def squash_backward(dv: np.ndarray, cache: dict) -> np.ndarray:
+def batch_test(routing) -> bool:
+    """True when the routing passes: (your property of Procedure 1 that the batch mean breaks)."""
     ### BEGIN SOLUTION
-    s, q, root, scale, eps = cache["s"], cache["q"], cache["root"], cache["scale"], cache["eps"]
-    g_prime = (q + 2 * eps - q * q) / (2 * root ** 3 * (1 + q) ** 2)  # (..., 1)
-    return scale * dv + 2 * g_prime * (dv * s).sum(axis=-1, keepdims=True) * s
+    votes = np.random.default_rng(1).normal(0, 0.5, (3, 6, 4, 5))  # (B, I, J, D)
+    changed = votes.copy()
+    changed[1] = np.random.default_rng(2).normal(0, 0.5, votes[1].shape)  # another image 1
+    v, _ = routing(votes)
+    v_changed, _ = routing(changed)
+    return bool(np.allclose(v[[0, 2]], v_changed[[0, 2]]))  # images 0 and 2 must not move
     ### END SOLUTION
 
 
 # %% tags=["nbval-check-output"]
-_ = check_squash_backward(squash_backward)  # prints ✅ or a hint
+batch_result = check_batch_test(batch_test)
 
 # %% [markdown]
-# ### Exercise 2: routing, backwards through every iteration
-#
-# Write `routing_backward(dv, cache)` for the cache of `nc.dynamic_routing(u_hat, r,
-# detach_inner=False)`: return $\partial\hat{\mathbf u}$ (B, I, J, D), the gradient through
-# *all* iterations, following steps 1–4 of section 6 from the last iteration to the first. Use
-# `nc.squash_backward` and `nc.softmax_backward(c, dc, axis=2)`. Keep two running arrays:
-# `du_hat`, to which every use of the votes adds, and `db`, the gradient reaching the logits
-# from later iterations.
+# (b) `coupling_test(routing)`: catches the softmax over the input capsules.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def routing_backward(dv: np.ndarray, cache: dict) -> np.ndarray:
+def coupling_test(routing) -> bool:
+    """True when the routing passes: (your property of Procedure 1's couplings)."""
     ### BEGIN SOLUTION
-    u_hat, steps = cache["u_hat"], cache["steps"]
-    du_hat = np.zeros_like(u_hat)  # (B, I, J, D)
-    db = np.zeros(u_hat.shape[:3])  # (B, I, J): gradient reaching b from later iterations
-    for t in reversed(range(len(steps))):
-        if t < len(steps) - 1:  # v of iteration t fed the agreement of iteration t + 1
-            dv = np.einsum("bij,bijd->bjd", db, u_hat)  # (B, J, D)
-            du_hat += db[..., None] * steps[t]["v"][:, None]
-        ds = nc.squash_backward(dv, steps[t]["squash"])  # (B, J, D)
-        du_hat += steps[t]["c"][..., None] * ds[:, None]
-        dc = np.einsum("bjd,bijd->bij", ds, u_hat)  # (B, I, J)
-        db = db + nc.softmax_backward(steps[t]["c"], dc, axis=2)
-    return du_hat
+    votes = np.random.default_rng(3).normal(0, 0.5, (2, 6, 4, 5))  # (B, I, J, D), I != J
+    _, c = routing(votes)  # (B, I, J)
+    return bool(np.allclose(c.sum(axis=2), 1.0))  # each lower capsule shares out all of its vote
     ### END SOLUTION
 
 
 # %% tags=["nbval-check-output"]
-_ = check_routing_backward(routing_backward)  # prints ✅ or a hint
+coupling_result = check_coupling_test(coupling_test)
 
 # %% [markdown]
-# With your `routing_backward`, the full gradient of the small problem from *Check it* against
-# autograd without detaching:
+# Now the gradient check on each routing, in float64: autograd differentiates the routing's own
+# forward pass (as pyCapsNet's hand-written backward does), central differences measure the
+# slope of that same forward. Beside it, your two tests:
 
 # %%
-mine = routing_backward(dv_up, full_cache)
-reference = autograd_routing(u_hat, dv_up, 3, detach_inner=False)
-print(f"largest difference / largest entry: {np.abs(mine - reference).max() / np.abs(reference).max():.1e}")
+votes_check = rng.normal(0, 0.5, (2, 5, 3, 4))  # (B, I, J, D)
+dv_check = rng.normal(size=(2, 3, 4))  # (B, J, D)
+departures = {"Procedure 1": {}, "logits averaged over the batch": {"batch_mean": True},
+              "softmax over the input capsules": {"softmax_axis": 1},
+              "both of pyCapsNet's departures": {"batch_mean": True, "softmax_axis": 1}}
+for name, options in departures.items():
+    votes_t = torch.tensor(votes_check, requires_grad=True)
+    v_t, _ = departed_routing(votes_t, **options)
+    analytic = torch.autograd.grad((v_t * torch.tensor(dv_check)).sum(), votes_t)[0].numpy()
+    gradient = nc.grad_check(lambda options=options: float((departed_routing(votes_check, **options)[0]
+                                                             * dv_check).sum()),
+                             {"u_hat": votes_check}, {"u_hat": analytic})
+    routing = ROUTINGS[name][0]
+    verdicts = (f"batch test {'passes' if batch_test(routing) else 'FAILS'}, coupling test "
+                f"{'passes' if coupling_test(routing) else 'FAILS'}" if batch_result and coupling_result
+                else "(your tests run here once both pass their checks)")
+    print(f"{name:32s} gradient check {gradient.max_relative_error:.0e}; {verdicts}")
 
 # %% [markdown]
+# The gradient check passes on all four routings, departures included: every largest relative
+# error printed above is orders of magnitude below the $10^{-2}$ or more that a wrong term gives
+# (section 2). A gradient check compares a backward pass with the
+# forward pass it belongs to, so it cannot tell whether that forward is the paper's; a backward
+# written from a wrong forward is a correct gradient of the wrong function. The two tests look at
+# the forward itself, through properties of Procedure 1: each image is routed on its own, so no
+# image's output may depend on another's votes; and each lower capsule shares out its whole vote
+# among the parents, so every row of $c$ sums to 1 over $j$. Each test catches its departure and
+# passes the other (printed above). Averaging the logits over the batch makes one image's parse
+# depend on what else is in its batch — at test time, on the batch size.
+#
 # ## Summary
 #
 # - A backward pass takes the gradient of its output and a cache, and returns the gradients of
@@ -665,6 +758,9 @@ print(f"largest difference / largest entry: {np.abs(mine - reference).max() / np
 #   routing computes, on purpose.
 # - Check every gradient twice: central differences in float64 (relative error $10^{-6}$ or
 #   less when right, $10^{-2}$ or more for a wrong term) and autograd.
+# - A gradient check cannot catch a wrong forward pass, such as pyCapsNet's softmax over the
+#   input capsules or its logits averaged over the batch: test the forward for Procedure 1's
+#   properties — images routed independently, each row of $c$ summing to 1 over $j$.
 # - A capsule classifier with no framework — a linear layer, 32 primary capsules, Procedure 1
 #   and the margin loss, 241,920 parameters — reached 90.22 % on the official test split after
 #   one epoch and 94.77 % after 15 epochs, in seconds of training, its gradients within 2e-15 of
@@ -673,6 +769,16 @@ print(f"largest difference / largest entry: {np.abs(mine - reference).max() / np
 #   (0.21 to 0.27 times, cosine 0.898 to 0.953); trained both ways, the two ended tied (94.98 %
 #   against 94.77 %, one seed each), the full gradient taking longer to train.
 #
+# ## Self-check
+#
+# A few questions to test your understanding; click an answer to see whether it is right and why.
+
+# %% tags=["hide-input"]
+from capsedu.course.self_check import self_check  # noqa: E402
+
+self_check("10")
+
+# %% [markdown]
 # ## What's next
 #
 # Lesson 11 replaces Procedure 1 with EM routing (*Matrix capsules with EM

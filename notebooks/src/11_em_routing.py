@@ -28,14 +28,12 @@
 # tabulated by Mazzia et al. 2021, Table 4), better generalisation than that CNN to viewpoints
 # it was not trained on (Section 5.1), and "far more resistance to white box adversarial attacks
 # than our baseline convolutional neural network" (abstract). It is the best-known routing after
-# Procedure 1 of 2017, and one of the most often implemented wrongly. The best-known PyTorch port
-# (yl-1993/Matrix-Capsules-EM-PyTorch) renormalises the routing weights right after multiplying
-# them by the children's activations, which cancels those activations - and still reports
-# 99.1 % on MNIST (its README); users of another port (YuxianMeng/Matrix-Capsules-pytorch,
-# issue 9) report NaN losses with more than one iteration, the symptom of probabilities computed
-# outside log space. In this lesson you build the two steps of EM routing by hand on a 2-D toy,
-# check them against `capsedu.nets.em_routing`, look at a trained network's routing of a real
-# digit, find that bug yourself, and measure what λ and the number of iterations do.
+# Procedure 1 of 2017, and one of the most often implemented wrongly: the best-known PyTorch port
+# (yl-1993/Matrix-Capsules-EM-PyTorch) has a one-line bug in its M-step and still reports
+# 99.1 % on MNIST (its README). In this lesson you write the two steps of EM routing yourself,
+# run them on a 2-D toy, check them against `capsedu.nets.em_routing`, look at a trained
+# network's routing of a real digit, measure what λ, its schedule and the number of iterations
+# do, and find that bug.
 
 # %% [markdown]
 # ## Learning objectives
@@ -51,8 +49,8 @@
 #   votes;
 # - see routing as clustering on a 2-D toy and on a trained network's votes, iteration by
 #   iteration, with the **EM explorer**;
-# - spot the bug that cancels the activations, and say what the **inverse temperature λ** and the
-#   number of iterations change.
+# - say what the **inverse temperature λ**, its schedule over the iterations and the number of
+#   iterations change, and find a one-line bug in a published M-step.
 #
 # ## Prerequisites and time
 #
@@ -71,7 +69,16 @@ import matplotlib.pyplot as plt
 import torch
 
 import capsedu
-from capsedu.course.checks.em import check_e_step, check_m_step, check_spot_the_bug
+from capsedu.course.checks import yours_or_reference
+from capsedu.course.checks.em import (
+    check_e_step,
+    check_m_step,
+    check_schedule_share,
+    check_spot_the_bug,
+    em_e_step,
+    em_m_step,
+)
+from capsedu.course.checks.em import own_parent_share as reference_share
 from capsedu.explore.em import class_layer_trace, em_explorer, em_figure, em_trace, toy_votes
 from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
@@ -152,18 +159,34 @@ print("votes", tuple(votes.shape), "activations", tuple(child_activations.shape)
 # many (large mass $\sum_i R'_{ij}$) saves the most, so it switches on; $\beta_a$ and $\beta_u$ are
 # learned, and $\lambda$ (the *inverse temperature*) sets how sharply the saving is turned into
 # an activation.
+#
+# Write `my_m_step` for a batch of images: the assignments R (B, I, J), the children's
+# activations `a_in` (B, I), the votes (B, I, J, M), $\beta_u$ and $\beta_a$ (J,) and λ a float.
+# Return `(mu, sigma_sq, a_out)`, of shapes (B, J, M), (B, J, M) and (B, J). Use `eps` where the
+# formulas have ε, and add it to both denominators too, so that a parent with no votes gives 0,
+# not 0/0.
 
-# %%
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
 def my_m_step(R, a_in, votes, beta_u, beta_a, inverse_temperature, eps=1e-8):
-    """One image: R (I, J), a_in (I,), votes (I, J, M) -> mu (J, M), sigma_sq (J, M), a_out (J,)."""
-    R_weighted = R * a_in[:, None]  # (I, J) R'_ij = R_ij a_i
-    mass = R_weighted.sum(dim=0)  # (J,)
-    mu = (R_weighted[..., None] * votes).sum(dim=0) / (mass[:, None] + eps)  # (J, M)
-    sigma_sq = (R_weighted[..., None] * (votes - mu) ** 2).sum(dim=0) / (mass[:, None] + eps) + eps  # (J, M)
-    cost = (beta_u[:, None] + 0.5 * torch.log(sigma_sq)) * mass[:, None]  # (J, M)
-    a_out = torch.sigmoid(inverse_temperature * (beta_a - cost.sum(dim=1)))  # (J,)
+    """The M-step of a batch: R (B, I, J), a_in (B, I), votes (B, I, J, M), betas (J,) ->
+    mu (B, J, M), sigma_sq (B, J, M), a_out (B, J)."""
+    ### BEGIN SOLUTION
+    R_weighted = R * a_in[..., None]  # (B, I, J) R'_ij = R_ij a_i
+    mass = R_weighted.sum(dim=1)[..., None]  # (B, J, 1)
+    mu = torch.einsum("bij,bijh->bjh", R_weighted, votes) / (mass + eps)  # (B, J, M)
+    deviation_sq = (votes - mu[:, None]) ** 2  # (B, I, J, M)
+    sigma_sq = torch.einsum("bij,bijh->bjh", R_weighted, deviation_sq) / (mass + eps) + eps  # (B, J, M)
+    cost = (beta_u[:, None] + 0.5 * torch.log(sigma_sq)) * mass  # (B, J, M)
+    a_out = torch.sigmoid(inverse_temperature * (beta_a - cost.sum(dim=-1)))  # (B, J)
     return mu, sigma_sq, a_out
+    ### END SOLUTION
 
+
+# %% tags=["nbval-check-output"]
+_ = check_m_step(my_m_step)
+
+# %% tags=["nbval-check-output"]
+m_step = yours_or_reference(check_m_step, my_m_step, em_m_step, name="my_m_step")
 
 # %% [markdown]
 # **The E-step** (Expectation: re-assign each child to the parents that explain its votes). The
@@ -173,24 +196,39 @@ def my_m_step(R, a_in, votes, beta_u, beta_a, inverse_temperature, eps=1e-8):
 # $$p_{ij} = \prod_h \frac{1}{\sqrt{2\pi\sigma^2_{jh}}}\exp\Big(-\frac{(V_{ijh}-\mu_{jh})^2}{2\sigma^2_{jh}}\Big),
 #   \qquad R_{ij} = \frac{a_j\,p_{ij}}{\sum_k a_k\,p_{ik}}.$$
 #
-# Written as it reads:
+# Write `my_e_step` for a batch: votes (B, I, J, M), `mu` and `sigma_sq` (B, J, M), `a_out`
+# (B, J); return R (B, I, J). In a real network a vote has 16 entries, and a child whose part is
+# out of place votes far from every Gaussian: its assignments must still be finite numbers that
+# sum to 1. Compute them in log space.
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def my_e_step(votes, mu, sigma_sq, a_out):
+    """The E-step of a batch: votes (B, I, J, M), mu and sigma_sq (B, J, M), a_out (B, J) -> R (B, I, J)."""
+    ### BEGIN SOLUTION
+    log_p = (-(votes - mu[:, None]) ** 2 / (2 * sigma_sq[:, None])
+             - 0.5 * torch.log(sigma_sq[:, None]) - 0.5 * math.log(2 * math.pi)).sum(dim=-1)  # (B, I, J)
+    return torch.softmax(torch.log(a_out)[:, None] + log_p, dim=2)  # (B, I, J): over the parents
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+_ = check_e_step(my_e_step)
+
+# %% tags=["nbval-check-output"]
+e_step = yours_or_reference(check_e_step, my_e_step, em_e_step, name="my_e_step")
+
+# %% [markdown]
+# Procedure 1 starts from $R_{ij} = 1/J$ and alternates the two steps, an M-step in every
+# iteration and an E-step in all but the last:
 
 # %%
-def my_e_step(votes, mu, sigma_sq, a_out):
-    """One image: votes (I, J, M), mu and sigma_sq (J, M), a_out (J,) -> R (I, J)."""
-    density = torch.exp(-(votes - mu) ** 2 / (2 * sigma_sq)) / torch.sqrt(2 * math.pi * sigma_sq)  # (I, J, M)
-    p = density.prod(dim=-1)  # (I, J)
-    weighted = a_out * p  # (I, J)
-    return weighted / weighted.sum(dim=1, keepdim=True)  # (I, J): each child's row sums to 1
-
-
 def my_em_routing(votes, a_in, beta_u, beta_a, iterations, inverse_temperature):
-    """Procedure 1 for one image: M-step every iteration, E-step all but the last."""
-    R = torch.full(votes.shape[:2], 1.0 / votes.shape[1])  # (I, J)
+    """Procedure 1 for a batch, from the m_step and e_step chosen above."""
+    R = votes.new_full(votes.shape[:3], 1.0 / votes.shape[2])  # (B, I, J)
     for t in range(iterations):
-        mu, sigma_sq, a_out = my_m_step(R, a_in, votes, beta_u, beta_a, inverse_temperature)
+        mu, sigma_sq, a_out = m_step(R, a_in, votes, beta_u, beta_a, inverse_temperature)
         if t < iterations - 1:
-            R = my_e_step(votes, mu, sigma_sq, a_out)
+            R = e_step(votes, mu, sigma_sq, a_out)  # (B, I, J)
     return mu, a_out, R
 
 
@@ -201,7 +239,8 @@ def my_em_routing(votes, a_in, beta_u, beta_a, iterations, inverse_temperature):
 # %%
 zeros = torch.zeros(3)
 for iterations in (1, 2, 3, 4):
-    _, a_out, R = my_em_routing(votes, child_activations, zeros, zeros, iterations, inverse_temperature=0.1)
+    _, a_out, R = my_em_routing(votes[None], child_activations[None], zeros, zeros, iterations, 0.1)
+    a_out, R = a_out[0], R[0]  # (J,), (I, J): the one toy
     print(f"{iterations} iteration(s): parent activations {[round(x, 3) for x in a_out.tolist()]}, "
           f"mean R of children 0-7 to parent 0: {R[:8, 0].mean():.2f}, "
           f"of children 8-15 to parent 1: {R[8:16, 1].mean():.2f}")
@@ -225,34 +264,41 @@ for iterations in (1, 2, 3, 4):
 
 # %% tags=["nbval-check-output"]
 for iterations in (1, 2, 3):
-    mine = my_em_routing(votes, child_activations, zeros, zeros, iterations, inverse_temperature=0.1)
+    mine = my_em_routing(votes[None], child_activations[None], zeros, zeros, iterations, 0.1)
     theirs = em_routing(votes[None], child_activations[None], zeros, zeros, iterations, 0.1)
-    same = all(torch.allclose(m, t[0], atol=1e-6) for m, t in zip(mine, theirs))
+    same = all(torch.allclose(m, t, atol=1e-6) for m, t in zip(mine, theirs))
     print(f"{iterations} iteration(s): my_em_routing equals capsedu's em_routing: {same}")
 
 # %% [markdown]
 # ### Why "in log space"
 #
-# The E-step above multiplies 16 densities per vote in a real network. Move one child's votes
-# far from every Gaussian — a child whose part is out of place — and each density underflows to
-# 0, the row becomes 0/0:
+# Here is the E-step as its formula reads, in linear space: each density, their product, the
+# normalisation. Move one child's votes far from every Gaussian — a child whose part is out of
+# place — and compare it with your `e_step`:
 
 # %% tags=["nbval-check-output"]
+def linear_e_step(votes, mu, sigma_sq, a_out):
+    """The E-step in linear space: votes (B, I, J, M), mu and sigma_sq (B, J, M), a_out (B, J) -> R (B, I, J)."""
+    density = (torch.exp(-(votes - mu[:, None]) ** 2 / (2 * sigma_sq[:, None]))
+               / torch.sqrt(2 * math.pi * sigma_sq[:, None]))  # (B, I, J, M)
+    weighted = a_out[:, None] * density.prod(dim=-1)  # (B, I, J)
+    return weighted / weighted.sum(dim=2, keepdim=True)  # (B, I, J)
+
+
 far = votes.clone()
 far[0] += 40.0  # child 0 now votes far from every parent
-mu, sigma_sq, a_out = my_m_step(torch.full((24, 3), 1 / 3), child_activations, votes, zeros, zeros, 0.1)
-print("my_e_step, child 0:", my_e_step(far, mu, sigma_sq, a_out)[0])
-_, _, R_capsedu = em_routing(far[None], child_activations[None], zeros, zeros, 2, 0.1)
-print("capsedu, child 0:  ", R_capsedu[0, 0])
+mu, sigma_sq, a_out = m_step(torch.full((1, 24, 3), 1 / 3), child_activations[None], votes[None], zeros, zeros, 0.1)
+print("linear space, child 0:", linear_e_step(far[None], mu, sigma_sq, a_out)[0, 0])
+print("e_step, child 0:      ", e_step(far[None], mu, sigma_sq, a_out)[0, 0])
 
 # %% [markdown]
-# `capsedu` computes $\log p_{ij} = \sum_h\big[-\frac{(V_{ijh}-\mu_{jh})^2}{2\sigma^2_{jh}}
-# - \tfrac12\log\sigma^2_{jh} - \tfrac12\log 2\pi\big]$ and $R_{ij} = \operatorname{softmax}_j(\log
-# a_j + \log p_{ij})$: the softmax subtracts the largest term before exponentiating, so the
-# child still gets a distribution over the parents (here 0.16, 0.41 and 0.42). You
-# write this version in Exercise 2. The tests of `capsedu` also check that the gradients stay
-# finite with 1, 2 and 3 iterations for votes from 0.001 to 1,000 in size, in float32, and
-# compare the batched code with a literal loop over Procedure 1.
+# Every density of child 0 underflows to 0, and its row becomes 0/0. In log space the softmax
+# subtracts the largest term before exponentiating, so the child still gets a distribution over
+# the parents — to the parent whose Gaussian is least far from its votes. Ports meet this in the
+# wild: users of YuxianMeng/Matrix-Capsules-pytorch (issue 9) report NaN losses with more than
+# one iteration, the symptom of probabilities computed outside log space. The tests of `capsedu`
+# check that the gradients stay finite with 1, 2 and 3 iterations for votes from 0.001 to 1,000
+# in size, in float32, and compare the batched code with a literal loop over Procedure 1.
 
 # %% [markdown]
 # ## Use capsedu
@@ -504,7 +550,8 @@ print("the most active class:", {value: int(a.argmax()) for value, a in zip(inve
 # $\log a_j$, which λ scales too, so at 0.1 the savings' differences swamp the votes' fit
 # $\log p_{ij}$ and the children move to another class. A λ the network never saw changes
 # where the children go, not only how sharp the activations are; and a sigmoid that steep
-# passes almost no gradient back to training.
+# passes almost no gradient back to training. (The paper does not keep λ constant over the
+# iterations either: Exercise 1 asks whether that matters.)
 
 # %% [markdown]
 # ### More iterations at test time?
@@ -531,42 +578,6 @@ for routing_layer in routing_layers:
 # iterations are part of the model, not a refinement you can add at test time.
 
 # %% [markdown]
-# ### The bug that cancels the activations
-#
-# Here is an M-step written in the style of the best-known port (votes (B, I, J, M), the
-# assignments kept as (B, I, J, 1)). One of its eight lines undoes $R'_{ij} = R_{ij}a_i$. Find it
-# before you read the exercise below; the cell after it shows the symptom.
-
-# %%
-def port_m_step(a_in, R, votes, beta_u, beta_a, inverse_temperature, eps=1e-8):
-    R = R * a_in                                                               # line 1
-    R = R / (R.sum(dim=2, keepdim=True) + eps)                                 # line 2
-    R_sum = R.sum(dim=1, keepdim=True)                                         # line 3
-    coeff = R / (R_sum + eps)                                                  # line 4
-    mu = (coeff * votes).sum(dim=1, keepdim=True)                              # line 5
-    sigma_sq = (coeff * (votes - mu) ** 2).sum(dim=1, keepdim=True) + eps      # line 6
-    cost_h = (beta_u.view(1, 1, -1, 1) + torch.log(sigma_sq.sqrt())) * R_sum   # line 7
-    return torch.sigmoid(inverse_temperature * (beta_a.view(1, 1, -1) - cost_h.sum(dim=3)))  # line 8
-
-
-# %% tags=["nbval-check-output"]
-R0 = torch.full((1, 24, 3, 1), 1 / 3)
-dimmed = child_activations.clone()
-dimmed[:8] = 0.05  # switch parent 0's supporters almost off
-for name, a in (("all children active", child_activations), ("children 0-7 at 0.05", dimmed)):
-    port = port_m_step(a.view(1, 24, 1, 1), R0, votes[None], zeros, zeros, 0.1)[0, 0]
-    ours = em_routing(votes[None], a[None], zeros, zeros, 1, 0.1)[1][0]
-    print(f"{name:22s} port a_out {[round(x, 3) for x in port.tolist()]}, "
-          f"capsedu {[round(x, 3) for x in ours.tolist()]}")
-
-# %% [markdown]
-# The port's M-step returns the same activations whatever the children's activations; with
-# `capsedu` they change. (Here all three rise: with $\beta_u = 0$ and Gaussians this wide each
-# vote costs description length, so less mass costs less.) A network trained with the port's
-# line cannot learn to ignore inactive children — the primary capsules' activations do nothing
-# in any layer's M-step.
-
-# %% [markdown]
 # ### Ideas to try
 #
 # - Give the toy a fourth parent that two groups half agree on: which group wins it?
@@ -581,54 +592,95 @@ for name, a in (("all children active", child_activations), ("children 0-7 at 0.
 # %% [markdown]
 # ## Exercises
 #
-# ### Exercise 1: the batched M-step
+# ### Exercise 1: does λ need a schedule?
 #
-# Write `m_step(R, activations, votes, beta_u, beta_a, inverse_temperature)` for a batch:
-# R (B, I, J), activations (B, I), votes (B, I, J, M), β's (J,), the inverse temperature λ a
-# float; return `(mu, sigma_sq, a_out)` of shapes (B, J, M), (B, J, M), (B, J). Use ε = 1e-8 in the variance and in both denominators,
-# as above.
+# Everything above keeps λ the same in every iteration, as the yl-1993 port does (its README:
+# the paper gives no schedule, so the port fixes λ at 0.001) and as the shipped network does. The
+# paper does not: it raises λ at every iteration on a fixed schedule that it does not publish.
+# Does that matter? Measure it on many toys, where nothing is trained and only routing acts.
+#
+# Write `own_parent_share(votes, activations, schedule)`: route a batch of toys — votes
+# (B, 24, 3, 2) and activations (B, 24) from `toy_votes` — with `em_routing`, $\beta_u = \beta_a = 0$,
+# one iteration per value of `schedule` and λ = `schedule[t]` in iteration t. Return, per toy
+# (B,), how well routing sorted the two agreeing groups: the mean of R over children 0–7 to
+# parent 0 and over children 8–15 to parent 1, averaged over the two groups.
+#
+# The cell after the check routes 200 toys for 5 iterations, once with a constant λ and once
+# with a λ that doubles every iteration up to the same final value, for a final λ of 0.1 (the
+# value used above) and of 1. Before you run it, predict: in which case should the schedule
+# matter, and why?
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def m_step(R, activations, votes, beta_u, beta_a, inverse_temperature, eps=1e-8):
-    """The M-step of a batch: (mu (B, J, M), sigma_sq (B, J, M), a_out (B, J))."""
+def own_parent_share(votes, activations, schedule):
+    """Per toy (B,): mean R of children 0-7 to parent 0 and of children 8-15 to parent 1."""
     ### BEGIN SOLUTION
-    R_weighted = R * activations[..., None]  # (B, I, J)
-    mass = R_weighted.sum(dim=1)[..., None]  # (B, J, 1)
-    mu = torch.einsum("bij,bijh->bjh", R_weighted, votes) / (mass + eps)  # (B, J, M)
-    sigma_sq = torch.einsum("bij,bijh->bjh", R_weighted, (votes - mu[:, None]) ** 2) / (mass + eps) + eps
-    cost = (beta_u[:, None] + 0.5 * torch.log(sigma_sq)) * mass  # (B, J, M)
-    return mu, sigma_sq, torch.sigmoid(inverse_temperature * (beta_a - cost.sum(dim=-1)))
+    zeros = votes.new_zeros(votes.shape[2])  # (J,) beta_u = beta_a = 0
+    _, _, R = em_routing(votes, activations, zeros, zeros, len(schedule), list(schedule))  # R (B, I, J)
+    return 0.5 * (R[:, :8, 0].mean(dim=1) + R[:, 8:16, 1].mean(dim=1))  # (B,)
     ### END SOLUTION
 
 
 # %% tags=["nbval-check-output"]
-check_m_step(m_step);
+_ = check_schedule_share(own_parent_share)
+
+# %%
+share = yours_or_reference(check_schedule_share, own_parent_share, reference_share, name="own_parent_share")
+toys = [toy_votes(seed=seed) for seed in range(capsedu.choose(learner=200, fast=40))]
+toy_batch = torch.stack([v for v, _ in toys])  # (B, 24, 3, 2)
+toy_active = torch.stack([a for _, a in toys])  # (B, 24)
+n_toys, steps_t = len(toys), 5
+for final in (0.1, 1.0):
+    schedules = {"constant": [final] * steps_t,
+                 "rising": [final / 2 ** (steps_t - 1 - t) for t in range(steps_t)]}  # doubles to final
+    shares = {name: share(toy_batch, toy_active, schedule) for name, schedule in schedules.items()}  # (B,)
+    active = {name: em_routing(toy_batch, toy_active, zeros, zeros, steps_t, schedule)[1].mean(dim=0)
+              for name, schedule in schedules.items()}  # (J,) mean activation of each parent
+    gain = shares["rising"] - shares["constant"]  # (B,) the same toys routed both ways
+    print(f"final λ = {final}: share constant {shares['constant'].mean():.3f}, rising "
+          f"{shares['rising'].mean():.3f}; rising - constant {gain.mean():+.4f} ± "
+          f"{gain.std() / n_toys ** 0.5:.4f} (paired, {n_toys} toys)")
+    for name, a_mean in active.items():
+        print(f"    {name:8s} activations: parents 0 and 1 {a_mean[:2].mean():.2f}, "
+              f"parent 2 (no group agrees on it) {a_mean[2]:.2f}")
 
 # %% [markdown]
-# ### Exercise 2: the E-step in log space
+# At a final λ of 0.1 the schedule hardly matters: both sort the groups to a share of about 0.87
+# (0.868 constant, 0.864 rising; the paired difference is measurable but tiny), and both leave
+# parent 2 the least active. At a final λ of 1 it decides: with λ = 1 from the start the share
+# falls to 0.678 and parent 2, which no group agrees on, ends as active as the two real parents
+# (printed above); with the rising schedule the share is 0.884 and parent 2 drops to 0.17.
 #
-# Write `e_step(votes, mu, sigma_sq, a_out)` for a batch: votes (B, I, J, M), mu and sigma_sq
-# (B, J, M), a_out (B, J); return R (B, I, J), each child's assignments summing to 1 over the
-# parents — computed in log space, so that a child far from every Gaussian still gets finite
-# numbers. (`torch.log` of `a_out`, then `torch.softmax`.)
-
-# %% jupyter={"source_hidden": true} tags=["hide-input"]
-def e_step(votes, mu, sigma_sq, a_out):
-    """The E-step of a batch: R (B, I, J)."""
-    ### BEGIN SOLUTION
-    log_p = (-(votes - mu[:, None]) ** 2 / (2 * sigma_sq[:, None])
-             - 0.5 * torch.log(sigma_sq[:, None]) - 0.5 * math.log(2 * math.pi)).sum(dim=-1)  # (B, I, J)
-    return torch.softmax(torch.log(a_out)[:, None] + log_p, dim=2)
-    ### END SOLUTION
-
-
-# %% tags=["nbval-check-output"]
-check_e_step(e_step);
+# Why: in the first iteration the assignments are uniform, every Gaussian is wide, and the
+# parents' costs differ by little. The E-step adds $\log a_j$ to each child's $\log p_{ij}$, and
+# a steep λ makes those small early differences large: children follow whichever parent happens
+# to look active rather than the Gaussian their votes fit, and the groups never separate. A small
+# λ keeps the activations near 0.5 at first, so the early E-steps sort the children by how well
+# their votes fit; once the groups are sorted, the steep λ makes the activations decisive. Fit
+# first, decide later — an annealing schedule. With a λ as gentle as the one used above (or the
+# shipped network's, whose activations start on the sigmoid's slope), a constant λ loses nothing
+# on this toy.
 
 # %% [markdown]
-# ### Exercise 3: spot the bug
+# ### Exercise 2: spot the bug
 #
-# Which line of `port_m_step` cancels the activations? Make `bug_line()` return its number.
+# Here is an M-step written in the style of the best-known port (votes (B, I, J, M), the
+# assignments kept as (B, I, J, 1)). One of its eight lines undoes $R'_{ij} = R_{ij}a_i$, so that
+# the children's activations no longer count. Which one?
+
+# %%
+def port_m_step(a_in, R, votes, beta_u, beta_a, inverse_temperature, eps=1e-8):
+    R = R * a_in                                                               # line 1
+    R = R / (R.sum(dim=2, keepdim=True) + eps)                                 # line 2
+    R_sum = R.sum(dim=1, keepdim=True)                                         # line 3
+    coeff = R / (R_sum + eps)                                                  # line 4
+    mu = (coeff * votes).sum(dim=1, keepdim=True)                              # line 5
+    sigma_sq = (coeff * (votes - mu) ** 2).sum(dim=1, keepdim=True) + eps      # line 6
+    cost_h = (beta_u.view(1, 1, -1, 1) + torch.log(sigma_sq.sqrt())) * R_sum   # line 7
+    return torch.sigmoid(inverse_temperature * (beta_a.view(1, 1, -1) - cost_h.sum(dim=3)))  # line 8
+
+
+# %% [markdown]
+# Make `bug_line()` return that line's number.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def bug_line() -> int:
@@ -639,7 +691,30 @@ def bug_line() -> int:
 
 
 # %% tags=["nbval-check-output"]
-check_spot_the_bug(bug_line);
+_ = check_spot_the_bug(bug_line)
+
+# %% [markdown]
+# The symptom: switch the children that agree on parent 0 almost off, and compare the port's
+# M-step with `capsedu`'s.
+
+# %% tags=["nbval-check-output"]
+R0 = torch.full((1, 24, 3, 1), 1 / 3)
+dimmed = child_activations.clone()
+dimmed[:8] = 0.05  # switch parent 0's supporters almost off
+for name, a in (("all children active", child_activations), ("children 0-7 at 0.05", dimmed)):
+    port = port_m_step(a.view(1, 24, 1, 1), R0, votes[None], zeros, zeros, 0.1)[0, 0]
+    ours = em_routing(votes[None], a[None], zeros, zeros, 1, 0.1)[1][0]
+    print(f"{name:22s} port a_out {[round(x, 3) for x in port.tolist()]}, "
+          f"capsedu {[round(x, 3) for x in ours.tolist()]}")
+
+# %% [markdown]
+# The port's M-step returns the same activations whatever the children's activations; with
+# `capsedu` they change. (Here all three rise: with $\beta_u = 0$ and Gaussians this wide each
+# vote costs description length, so less mass costs less.) Line 2 divides $R_{ij}a_i$ by its sum
+# over the parents; since $R_{ij}$ already sums to 1 over the parents, that sum is $a_i$, and
+# the activation is divided out again. That line is in yl-1993/Matrix-Capsules-EM-PyTorch, the
+# best-known PyTorch port. A network trained with it cannot learn to ignore inactive children —
+# the primary capsules' activations do nothing in any layer's M-step.
 
 # %% [markdown]
 # ## Summary
@@ -650,6 +725,9 @@ check_spot_the_bug(bug_line);
 #   vote by $R_{ij}a_i$ and gives each parent a mean, variances and an activation from the
 #   **cost** of describing its votes; the **E-step** re-assigns each child in proportion to
 #   $a_j p_{ij}$, in **log space** so that no density underflows.
+# - λ turns a parent's saving into its activation, and the E-step weighs every child's
+#   assignment by $\log a_j$: a steep λ in the first iterations lets the activations decide before
+#   the votes' fit has sorted the children, which a rising schedule avoids (Exercise 1).
 # - Renormalising $R_{ij}a_i$ over the parents — one line in the best-known port — cancels the
 #   activations: dimming a parent's supporters no longer changes anything.
 # - The shipped network (68,444 parameters, 2 iterations, **ten epochs** on the 55,000 digits of
@@ -662,6 +740,16 @@ check_spot_the_bug(bug_line);
 #   leave 0.5 (96.85 % without it, 97.70 % with it, in the 4,000-digit runs of
 #   benchmarks/README.md); and the network works only with the 2 iterations it was trained with
 #   (1: 10.0 %, 3: 86.3 %).
+
+# %% [markdown]
+# ## Self-check
+#
+# Four questions on EM routing; click an answer to see whether it is right and why.
+
+# %% tags=["hide-input"]
+from capsedu.course.self_check import self_check  # noqa: E402
+
+self_check("11")
 
 # %% [markdown]
 # ## What's next

@@ -10,20 +10,22 @@ raises on a bad argument elsewhere in the package is a ``require_*``.
 * ``_kit`` - the vocabulary the checks share (hints, stubs, grading mode, and
   :func:`yours_or_reference`: after a Build-it check, the learner's function or ``capsedu``'s)
 * ``_probe`` - a tiny seeded CapsNet to probe the learner's code with
-* ``start`` - lesson 00: a capsule's length and pose angle
-* ``squash`` - lesson 01: the squashing non-linearity
-* ``primary`` - lesson 02: primary capsules
-* ``routing`` - lesson 03: dynamic routing
-* ``margin`` - lesson 04: the margin loss
-* ``decoder`` - lesson 05: masking, the decoder, the reconstruction loss
-* ``training`` - lesson 06: one training step
-* ``exploring`` - lesson 07: what a capsule dimension draws, couplings on the grid
-* ``robustness`` - lesson 08: linear probes of rotation, a drawing's orientation
-* ``multimnist`` - lesson 09: both-labels accuracy, one digit's reconstruction
-* ``backprop`` - lesson 10: backward passes by hand in NumPy
-* ``em`` - lesson 11: the M-step, the E-step in log space, the port's bug
-* ``efficient`` - lesson 12: the class layer without attention
-* ``pressure`` - lesson 13: FGSM by hand, dead and always-on capsules
+* ``start`` - lesson 00: agreement of parts (the spread of their predictions, a threshold)
+* ``squash`` - lesson 01: the squashing non-linearity, the input length for a length, votes needed
+* ``primary`` - lesson 02: the capsule reshape (type-major), the grid size, length and turn
+* ``routing`` - lesson 03: Procedure 1 (loop and vectorised), the wrong axis, |Δb| per iteration
+* ``margin`` - lesson 04: the margin loss (Eq. 4), a peer's capsule loss, the pull on a length
+* ``decoder`` - lesson 05: masking, the decoder, the SSE reconstruction loss, the closest input
+* ``training`` - lesson 06: one training step, margin violations, uniform couplings
+* ``exploring`` - lesson 07: the Fig. 4 probe (perturb one dimension, decode), a shift that a
+  stroke-weight change cannot fake
+* ``robustness`` - lesson 08: turning digits (affine_grid), linear probes of rotation, a
+  drawing's orientation
+* ``multimnist`` - lesson 09: a pair by hand, the two-digit loss, each reconstruction's own share
+* ``backprop`` - lesson 10: squash and routing backward passes in NumPy, black-box routing tests
+* ``em`` - lesson 11: the M-step, the E-step in log space, λ's schedule, the port's bug
+* ``efficient`` - lesson 12: self-attention routing, the class layer with uniform couplings
+* ``pressure`` - lesson 13: FGSM by hand, FGSM on the capsules' margin loss
 """
 
 from capsedu.course.checks._kit import CheckFailed, CheckResult, grading, yours_or_reference

@@ -3,6 +3,9 @@ r"""Checks for lesson 10: backward passes written by hand in NumPy, proved again
 * :func:`check_squash_backward` - the learner's gradient through Eq. 1;
 * :func:`check_routing_backward` - the learner's gradient through every iteration of Procedure 1
   (``detach_inner=False``);
+* :func:`check_batch_test`, :func:`check_coupling_test` - the learner's black-box tests of a routing
+  function, run on Procedure 1 and on routings with pyCapsNet's forward departures
+  (:func:`departed_routing`: logits averaged over the batch, softmax over the input capsules);
 * :func:`torch_gradients` - the NumPy classifier of :mod:`capsedu.nets.numpy_classifier` rebuilt
   from ``capsedu``'s torch pieces, its gradients by autograd (what the lesson compares with).
 
@@ -78,7 +81,8 @@ def check_squash_backward(fn: Callable, *, quiet: bool = False) -> CheckResult:
     if not hint and not _same(ds, expected):
         named = [name for name, wrong in _squash_variants(dv, cache).items() if _same(ds, wrong)]
         check = nc.grad_check(lambda: float((nc.squash(s)[0] * dv).sum()), {"s": s}, {"s": ds})
-        hint = (named[0] if named else "check d scale/dq = (q + 2ε − q²) / (2 r³ (1 + q)²), r = sqrt(q + ε)")
+        hint = (named[0] if named else "derive d scale/dq again (the quotient rule on scale(q) = q / "
+                "((1 + q) sqrt(q + ε))) and compare it with a central difference of scale(q)")
         hint += f" (gradient check: largest relative error {check.max_relative_error:.2g} at {check.worst})"
     if not hint:
         zero = np.zeros((1, 2, 5))
@@ -145,6 +149,115 @@ def check_routing_backward(fn: Callable, *, quiet: bool = False) -> CheckResult:
     hint = next((h for h in (_routing_problem(fn, r) for r in (1, 2, 3)) if h), "")
     return verdict(hint, "routing_backward matches central differences through 1, 2 and 3 "
                    "iterations (relative error < 1e-6)", quiet=quiet)
+
+
+# --- black-box tests of a routing function ---------------------------------------------------------
+
+def departed_routing(u_hat, routing_iterations: int = 3, *, softmax_axis: int = 2,
+                     batch_mean: bool = False, flat_softmax: bool = False):
+    r"""Procedure 1 on ``u_hat`` (B, I, J, D), or with a departure in its forward pass: ``(v, c)``.
+
+    ``softmax_axis=1`` normalises the couplings over the input capsules I (pyCapsNet, labml);
+    ``batch_mean=True`` adds the agreement averaged over the batch to every image's logits
+    (pyCapsNet); ``flat_softmax=True`` normalises each image's I x J couplings jointly (times I, so
+    that they sum to I per image as Procedure 1's do). A torch tensor in gives tensors out (autograd
+    differentiates the departed forward exactly); a NumPy array in gives NumPy arrays out.
+    """
+    as_numpy = isinstance(u_hat, np.ndarray)
+    votes = torch.as_tensor(u_hat, dtype=torch.float64) if as_numpy else u_hat  # (B, I, J, D)
+    b = torch.zeros(votes.shape[:3], dtype=votes.dtype)  # (B, I, J)
+    for t in range(routing_iterations):
+        if flat_softmax:
+            flat = torch.softmax(b.flatten(1), dim=1) * votes.shape[1]  # (B, I*J)
+            c = flat.view_as(b)  # (B, I, J)
+        else:
+            c = torch.softmax(b, dim=softmax_axis)  # (B, I, J)
+        v = squash(torch.einsum("bij,bijd->bjd", c, votes))  # (B, J, D)
+        if t < routing_iterations - 1:
+            agreement = torch.einsum("bijd,bjd->bij", votes, v)  # (B, I, J)
+            b = b + (agreement.mean(dim=0, keepdim=True) if batch_mean else agreement)
+    return (v.numpy(), c.numpy()) if as_numpy else (v, c)
+
+
+def procedure_1(u_hat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""Procedure 1 as the paper writes it, 3 iterations: ``(v (B, J, D), c (B, I, J))``."""
+    v, c, _ = nc.dynamic_routing(u_hat, 3)
+    return v, c
+
+
+ROUTINGS = {  # name -> (routing(u_hat) -> (v, c), batch-independent?, couplings sum to 1 over j?)
+    "Procedure 1": (procedure_1, True, True),
+    "logits averaged over the batch": (lambda u: departed_routing(u, batch_mean=True), False, True),
+    "softmax over the input capsules": (lambda u: departed_routing(u, softmax_axis=1), True, False),
+    "both of pyCapsNet's departures": (lambda u: departed_routing(u, softmax_axis=1, batch_mean=True),
+                                       False, False),
+    "couplings normalised over all I x J at once": (lambda u: departed_routing(u, flat_softmax=True),
+                                                    True, False),
+}
+
+
+def _verdicts(test: Callable, what: str) -> tuple[dict[str, bool], str]:
+    r"""The learner's ``test`` run on every routing in :data:`ROUTINGS`: answers and a form hint."""
+    answers = {}
+    for name, entry in ROUTINGS.items():
+        answer, hint = call_learner(test, entry[0], what=f"your {what}")
+        if hint:
+            return answers, hint
+        if not isinstance(answer, bool | np.bool_):
+            return answers, f"return True (the routing passes your test) or False, got {type(answer).__name__}"
+        answers[name] = bool(answer)
+    return answers, ""
+
+
+BATCH_HINTS = {
+    "Procedure 1": "your test rejects Procedure 1 itself: one image's output must not move when "
+                   "ANOTHER image's votes change (compare with a tolerance such as np.allclose, "
+                   "not ==, and do not look at the image you changed)",
+    "logits averaged over the batch": "your test passes the routing that averages the logits over "
+                                      "the batch: use a batch of at least two images, change one "
+                                      "image's votes clearly (not by 1e-12) and look at another's v",
+    "softmax over the input capsules": "your test rejects a routing whose images are independent "
+                                       "(its only fault is the softmax axis): test only whether "
+                                       "images influence each other",
+}
+COUPLING_HINTS = {
+    "Procedure 1": "your test rejects Procedure 1 itself: over which axis of c (B, I, J) does its "
+                   "softmax normalise, and did you compare with a tolerance (np.allclose)?",
+    "softmax over the input capsules": "your test passes a softmax over the input capsules i: each "
+                                       "lower capsule i shares its vote among the parents j",
+    "couplings normalised over all I x J at once": "your test passes couplings that sum to the right "
+                                                   "total but not row by row: check every (image, i) "
+                                                   "row of c, not the sum of all of them",
+    "logits averaged over the batch": "your test rejects a routing whose couplings are a proper "
+                                      "softmax over j (its fault is elsewhere): test only how c is "
+                                      "normalised",
+}
+
+
+def _routing_test_check(test: Callable, column: int, hints: dict[str, str], what: str,
+                        success: str, quiet: bool) -> CheckResult:
+    answers, hint = _verdicts(test, what)
+    if not hint:
+        wrong = [name for name, entry in ROUTINGS.items() if answers[name] != entry[column]]
+        hint = next((hints[name] for name in hints if name in wrong), "")
+        if wrong and not hint:
+            hint = f"your test answers wrongly for the routing with {wrong[0]}"
+    return verdict(hint, success, quiet=quiet)
+
+
+def check_batch_test(test: Callable, *, quiet: bool = False) -> CheckResult:
+    r"""``test(routing)`` must return True exactly for the routings whose images do not influence
+    each other; ``routing(u_hat)`` takes votes (B, I, J, D) and returns ``(v, c)``."""
+    return _routing_test_check(test, 1, BATCH_HINTS, "batch test",
+                               "your batch test passes Procedure 1 and catches the batch-mean logits", quiet)
+
+
+def check_coupling_test(test: Callable, *, quiet: bool = False) -> CheckResult:
+    r"""``test(routing)`` must return True exactly for the routings whose couplings c (B, I, J) sum
+    to 1 over the output capsules j for every image and input capsule."""
+    return _routing_test_check(test, 2, COUPLING_HINTS, "coupling test",
+                               "your coupling test passes Procedure 1 and catches both wrong "
+                               "normalisations", quiet)
 
 
 # --- the whole classifier, by autograd ------------------------------------------------------------

@@ -1,13 +1,18 @@
-r"""Checks for lesson 05: masking, the decoder and the reconstruction loss (Section 4.1).
+r"""Checks for lesson 05: masking, the decoder and the reconstruction loss (Section 4.1), and
+whether a reconstruction is closest to its own input.
+
+Each Build-it check names the mistakes met in the wild: masking by the longest capsule while
+training, masking nothing, a mask along the wrong axis; a decoder that reads one 16-D capsule
+(a blog's), wrong sizes, a ReLU or nothing on the output; the mean squared error, alone or
+times 0.0005 (784x too weak: a blog's and the "Advanced Capsule Networks" notebook's), a sum
+over the batch, unsquared errors.
 
 Shape legend:
     B      batch size
+    N      images of one class (closest_input)
     J      digit capsules, one per class (10)
     D_out  digit capsule dimension (16)
     P      pixels per image (784 = 28 * 28)
-
-The total loss of the paper is the margin loss (Eq. 4) plus 0.0005 times the sum of squared
-pixel errors of the reconstruction (Section 4.1).
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from capsedu.course.checks._kit import CheckResult, call_learner, shape_of, verdict
+from capsedu.course.checks._kit import STUB_HINT, CheckResult, call_learner, shape_of, verdict
 from capsedu.course.checks._probe import probe_capsnet
 from capsedu.nets.capsnet import CapsNet, mask_capsules
-from capsedu.nets.losses import margin_loss, reconstruction_loss
+from capsedu.nets.losses import reconstruction_loss
 
 MaskFn = Callable[..., torch.Tensor]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -34,6 +39,35 @@ def _probe_capsules() -> tuple[torch.Tensor, torch.Tensor]:
     longest = capsules.norm(dim=-1).argmax(dim=1)  # (B,)
     labels = (longest + 1 + torch.arange(6) % 9) % 10  # (B,), never the longest
     return capsules, labels
+
+
+def _square_capsules() -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Capsules (B, J, D_out) = (10, 10, 10), labels never the longest: with B = J = D_out a
+    mask built along the wrong axis runs without an error, so the check can say which axis."""
+    generator = torch.Generator().manual_seed(6)
+    capsules = 0.3 * torch.randn(10, 10, 10, generator=generator)  # (B, J, D_out)
+    longest = capsules.norm(dim=-1).argmax(dim=1)  # (B,)
+    return capsules, (longest + 1 + torch.arange(10) % 9) % 10  # (B,), never the longest
+
+
+def _wrong_axis_hint(fn: Callable, labels_given: bool) -> str:
+    r"""The hint for a mask built along the wrong axis, found on the square probe, or ''."""
+    capsules, labels = _square_capsules()
+    out, problem = _tensor_of(fn, *((capsules.clone(), labels.clone()) if labels_given else (capsules.clone(),)))
+    if problem or out.shape != (10, 100):
+        return ""
+    lengths = capsules.norm(dim=-1)  # (B, J)
+    keep = lengths.argmax(dim=1) if not labels_given else labels  # (B,)
+    one_hot = nn.functional.one_hot(keep, 10).to(capsules)  # (B, J)
+    wrong = {"the 0/1 mask zeroed capsule DIMENSIONS, not capsules: the (B, J) mask must be "
+             "broadcast along the last axis, as (B, J, 1) (unsqueeze(-1)), not as (B, 1, J)":
+             (capsules * one_hot.unsqueeze(1)).flatten(1)}
+    if not labels_given:
+        wrong |= {"without labels take the argmax over the CLASSES (dim=1 of the (B, J) lengths), "
+                  "not over the batch (dim=0)": mask_capsules(capsules, lengths.argmax(dim=0)),
+                  "a capsule's length is its norm over its D_out numbers (the LAST axis, dim=-1), "
+                  "not over the classes (dim=1)": mask_capsules(capsules, capsules.norm(dim=1).argmax(dim=1))}
+    return next((hint for hint, w in wrong.items() if torch.allclose(out, w, atol=1e-6)), "")
 
 
 def _tensor_of(fn: Callable, *args: object) -> tuple[torch.Tensor | None, str]:
@@ -73,6 +107,8 @@ def check_mask(fn: MaskFn, *, quiet: bool = False) -> CheckResult:
     capsules, labels = _probe_capsules()
     lengths = capsules.norm(dim=-1)  # (B, J)
     out, problem = _tensor_of(fn, capsules.clone(), labels.clone())
+    if problem and problem != STUB_HINT:
+        problem = _wrong_axis_hint(fn, labels_given=True) or problem
     if not problem:
         problem = _mask_problem(out, capsules, labels, {
             "with labels you must keep the capsule of the TRUE class, not the longest one "
@@ -80,7 +116,8 @@ def check_mask(fn: MaskFn, *, quiet: bool = False) -> CheckResult:
     if not problem:
         out, problem = _tensor_of(fn, capsules.clone())
         if problem:
-            problem += " (called without labels, as at test time)"
+            problem = (_wrong_axis_hint(fn, labels_given=False)
+                       or problem + " (called without labels, as at test time)")
     if not problem:
         problem = _mask_problem(out, capsules, lengths.argmax(dim=1), {
             "without labels keep the LONGEST capsule: use argmax, not argmin": lengths.argmin(dim=1),
@@ -97,6 +134,10 @@ def _linear_problem(decoder: nn.Module) -> str:
     layers = [m for m in decoder.modules() if m is not decoder and not list(m.children())]
     linears = [m for m in layers if isinstance(m, nn.Linear)]
     widths = [(m.in_features, m.out_features) for m in linears]
+    if widths and widths[0][0] == 16 and widths[1:] == PAPER_WIDTHS[1:]:
+        return ("your first layer reads 16 numbers, one capsule: it must read all J*D_out = 160 "
+                "(the nine zeroed capsules too), because WHERE the kept capsule sits tells the "
+                "decoder which digit to draw")
     if widths != PAPER_WIDTHS:
         return (f"your linear layers map {widths}; the paper's decoder is three fully connected "
                 "layers 160 -> 512 -> 1024 -> 784 (16-D capsule x 10 classes in, 28x28 pixels out)")
@@ -104,6 +145,10 @@ def _linear_problem(decoder: nn.Module) -> str:
     if sum(t is nn.ReLU for t in between) < 2:
         return ("put a ReLU after each of the first two linear layers: without a non-linearity "
                 "the three layers collapse to a single linear map")
+    if isinstance(layers[-1], nn.ReLU):
+        return ("the output layer ends in a ReLU: its pixels are unbounded above and stuck at 0 "
+                "wherever they go negative; ReLU belongs to the two hidden layers, the 784 outputs "
+                "end in a Sigmoid")
     if not isinstance(layers[-1], nn.Sigmoid):
         return ("end with a Sigmoid: pixels are in [0, 1], and the sigmoid keeps the "
                 "reconstruction in that range")
@@ -124,10 +169,21 @@ def _decoder_problem(decoder: object) -> str:
     return problem
 
 
-def check_decoder(decoder: nn.Module, *, quiet: bool = False) -> CheckResult:
-    r"""Check a decoder module: 160 -> 512 -> 1024 -> 784 with ReLUs and a final sigmoid."""
-    problem = _decoder_problem(decoder)
-    count = 0 if problem else sum(p.numel() for p in decoder.parameters())
+def _built(decoder: nn.Module | Callable[[], nn.Module]) -> tuple[object, str]:
+    r"""The module itself, or what a builder ``decoder()`` returns (or a hint if it raises)."""
+    if isinstance(decoder, nn.Module) or not callable(decoder):
+        return decoder, ""
+    with torch.random.fork_rng(devices=[]):  # building draws initial weights: keep the learner's RNG
+        return call_learner(decoder, what="your build_decoder()")
+
+
+def check_decoder(decoder: nn.Module | Callable[[], nn.Module], *, quiet: bool = False) -> CheckResult:
+    r"""Check a decoder: 160 -> 512 -> 1024 -> 784 with ReLUs and a final sigmoid.
+
+    ``decoder`` is the module, or a function of no argument that builds it (a Build-it stub)."""
+    module, problem = _built(decoder)
+    problem = problem or _decoder_problem(module)
+    count = 0 if problem else sum(p.numel() for p in module.parameters())
     return verdict(problem, f"decoder 160 -> 512 -> 1024 -> 784 with {count:,} parameters", quiet=quiet)
 
 
@@ -146,8 +202,11 @@ def _loss_hint(value: float, recon: torch.Tensor, images: torch.Tensor) -> str:
     batch = images.shape[0]
     diff = recon.reshape(batch, -1) - images.reshape(batch, -1)  # (B, P)
     candidates = {
-        "784x too small: that is the mean squared error; SUM the squared errors over the pixels":
-            (diff ** 2).mean(),
+        "784x too small: that is the mean squared error (F.mse_loss's default); SUM the squared "
+        "errors over each image's pixels, then average over the batch": (diff ** 2).mean(),
+        "784 x 2000 too small: 0.0005 x the mean squared error is a whole total-loss term, and a "
+        "784x too weak one at that; return the plain SUM of squared errors per image, averaged "
+        "over the batch (the 0.0005 comes later)": 0.0005 * (diff ** 2).mean(),
         f"{batch}x too large: sum over the pixels, then AVERAGE over the batch":
             (diff ** 2).sum(),
         "2000x too small: the 0.0005 weight belongs to the total loss, not to the "
@@ -198,23 +257,55 @@ def check_reconstruct_as(fn: Callable[[CapsNet, torch.Tensor, int], torch.Tensor
     return verdict(problem, f"every image is redrawn from its digit-{digit} capsule", quiet=quiet)
 
 
-def check_total_loss(fn: Callable[..., torch.Tensor], *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(lengths, recon, images, labels)`` = margin loss + 0.0005 * reconstruction loss."""
-    generator = torch.Generator().manual_seed(3)
-    lengths = torch.rand(4, 10, generator=generator)  # (B, J)
-    images = torch.rand(4, 1, 28, 28, generator=generator)  # (B, 1, 28, 28)
-    recon = torch.rand(4, 1, 28, 28, generator=generator)  # (B, 1, 28, 28)
-    labels = torch.tensor([3, 0, 9, 3])
-    margin, sse = float(margin_loss(lengths, labels)), float(reconstruction_loss(recon, images))
-    value, problem = _loss_value(lambda r, i: fn(lengths, r, i, labels), recon, images)
-    wrong = {"only the margin loss: add 0.0005 x the reconstruction loss": margin,
-             "the reconstruction term is unweighted: multiply it by 0.0005": margin + sse,
-             "the reconstruction term needs the weight 0.0005 (= 5e-4), not 0.005": margin + 0.005 * sse,
-             "use the sum of squared errors per image (784x the mean) in the reconstruction term":
-                 margin + 0.0005 * sse / 784}
-    expected = margin + 0.0005 * sse
-    if not problem and abs(value - expected) > 1e-5 * expected:
-        problem = next((hint for hint, w in wrong.items() if abs(value - w) <= 1e-5 * abs(w)),
-                       f"got {value:.5g}, expected margin {margin:.4g} + 0.0005 x {sse:.4g} = {expected:.5g}")
-    return verdict(problem, f"total loss = margin + 0.0005 x SSE (here {margin:.3f} + "
-                            f"{0.0005 * sse:.3f})", quiet=quiet)
+def _closest_probe() -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Inputs and reconstructions (N, 1, 28, 28), N = 6, built so that each mistake below gives
+    a different answer: reconstruction k is a blurred copy of input ORDER[k]."""
+    generator = torch.Generator().manual_seed(11)
+    images = torch.rand(6, 1, 28, 28, generator=generator)  # (N, 1, 28, 28)
+    order = torch.tensor([0, 2, 2, 3, 0, 5])  # reconstructions 1 and 4 are closest to another input
+    noise = torch.rand(6, 1, 28, 28, generator=generator)  # (N, 1, 28, 28)
+    weights = torch.tensor([0.9, 0.6, 0.8, 0.7, 0.6, 0.9]).view(6, 1, 1, 1)
+    return images, weights * images[order] + (1 - weights) * noise
+
+
+def _closest_variants(recon: torch.Tensor, images: torch.Tensor) -> dict[str, torch.Tensor]:
+    r"""The right answer and the usual mistakes, each an (N,) index tensor."""
+    batch = len(images)
+    errors = ((recon.reshape(batch, 1, -1) - images.reshape(1, batch, -1)) ** 2).sum(dim=-1)  # (N, N)
+    others = errors + torch.diag(torch.full((batch,), float("inf")))  # (N, N), own input excluded
+    return {"right": errors.argmin(dim=1),
+            "that is, for each INPUT, its closest reconstruction (argmin over the wrong axis): the "
+            "question is, for each RECONSTRUCTION k, which input it is closest to":
+                errors.argmin(dim=0),
+            "that is the input FARTHEST from each reconstruction: take the smallest squared error "
+            "(argmin), not the largest": errors.argmax(dim=1),
+            "you left each reconstruction's own input out: it must compete too, since the question "
+            "is whether it wins": others.argmin(dim=1)}
+
+
+def _closest_problem(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> str:
+    images, recon = _closest_probe()
+    variants = _closest_variants(recon, images)
+    out, problem = _tensor_of(fn, recon.clone(), images.clone())
+    if problem:
+        return problem
+    expected = variants.pop("right")
+    if out.shape == (6, 6):
+        return ("you returned the (N, N) table of distances: return, for each reconstruction, the "
+                "INDEX of its closest input, shape (N,) (argmin over the inputs)")
+    if out.shape != expected.shape or out.is_floating_point():
+        return (f"return one input index per reconstruction, an integer tensor of shape (N,) = "
+                f"{tuple(expected.shape)}, got {out.dtype} {tuple(out.shape)}")
+    if torch.equal(out, expected):
+        return ""
+    return next((hint for hint, wrong in variants.items() if torch.equal(out, wrong)),
+                "compare every reconstruction with every input: the sum of squared pixel errors "
+                "over the 784 pixels, then the index of the smallest, per reconstruction")
+
+
+def check_closest_input(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,
+                        quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(recon (N, 1, 28, 28), images (N, 1, 28, 28)) -> (N,)``: for each reconstruction,
+    the index of the input with the smallest sum of squared pixel errors."""
+    return verdict(_closest_problem(fn), "closest_input finds, for every reconstruction, the input "
+                   "it is nearest to (smallest sum of squared pixel errors)", quiet=quiet)

@@ -1,5 +1,8 @@
-r"""Checks for lesson 12 (Efficient-CapsNet): its class layer with the attention switched off,
-and how much a routing's couplings depend on the image.
+r"""Checks for lesson 12 (Efficient-CapsNet): self-attention routing and its class layer with the
+attention switched off.
+
+:func:`uniform_routing` is the class layer with uniform couplings: what the lesson trains with
+when the learner's version does not pass its check yet.
 
 Each check runs the learner's function on seeded inputs, compares it with the right answer,
 and when it differs recomputes the step with the likely mistakes to name the one that was made.
@@ -13,14 +16,82 @@ Shape legend (the lesson's layout):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
-from capsedu.explore.critique import coupling_spread
+from capsedu.course.checks._kit import CheckResult, call_learner, close, diagnose, shape_of, verdict
 from capsedu.nets.self_attention import efficient_squash
 from capsedu.nets.squash import squash
+
+
+def attention_variant(u_hat: torch.Tensor, prior: torch.Tensor, *, kind: str = "right"
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Self-attention routing ``(v (B, J, D), c (B, I, J))`` of predictions ``u_hat`` (B, I, J, D)
+    with priors ``prior`` (I, J), or one of its usual mistakes."""
+    scale = 1.0 if kind == "no_scale" else math.sqrt(u_hat.shape[-1])
+    A = torch.einsum("bijd,bkjd->bjik", u_hat, u_hat) / scale  # (B, J, I, I)
+    logits = A.sum(dim=-1).transpose(1, 2)  # (B, I, J)
+    if kind == "prior_in_logits":
+        logits = logits + prior
+    c = torch.softmax(logits, dim=1 if kind == "softmax_inputs" else 2)  # (B, I, J)
+    weights = c if kind in ("no_prior", "prior_in_logits") else c + prior  # (B, I, J)
+    if kind == "squash_first":
+        return torch.einsum("bij,bijd->bjd", weights, efficient_squash(u_hat)), c  # (B, J, D)
+    s = torch.einsum("bij,bijd->bjd", weights, u_hat)  # (B, J, D)
+    return (squash(s) if kind == "eq1" else efficient_squash(s)), c
+
+
+_ATTENTION_MISTAKES = [
+    ("softmax_inputs", "your couplings sum to 1 over the input capsules i: the softmax runs over the "
+     "OUTPUT capsules j (dim=2 of (B, I, J)), so each input divides itself among the outputs"),
+    ("no_scale", "the agreements are not scaled: divide u_hat_{j|i} . u_hat_{j|k} by sqrt(D), D the "
+     "capsule dimension (u_hat.shape[-1])"),
+    ("no_prior", "the prior b_ij is missing: s_j = sum_i (c_ij + b_ij) u_hat_{j|i} (c itself, "
+     "returned, stays without it)"),
+    ("prior_in_logits", "the prior is added to the couplings AFTER the softmax, c_ij + b_ij, not to "
+     "the logits before it"),
+    ("squash_first", "you squashed the predictions before summing: sum first, s_j = sum_i "
+     "(c_ij + b_ij) u_hat_{j|i}, then squash s_j"),
+    ("eq1", "that is Eq. 1's squash: Efficient-CapsNet squashes with (1 - exp(-|s|)) s / |s| "
+     "(efficient_squash)"),
+]
+
+
+def check_self_attention(fn: Callable[[torch.Tensor, torch.Tensor], object], *,
+                         quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(u_hat (B, I, J, D), prior (I, J)) -> (v (B, J, D), c (B, I, J))``: self-attention
+    routing of Efficient-CapsNet."""
+    generator = torch.Generator().manual_seed(17)
+    u_hat = torch.randn(2, 5, 3, 4, generator=generator, dtype=torch.float64)  # (B, I, J, D)
+    prior = 0.2 * torch.randn(5, 3, generator=generator, dtype=torch.float64)  # (I, J)
+    result, hint = call_learner(fn, u_hat.clone(), prior.clone(), what="your self-attention routing")
+    expected = attention_variant(u_hat, prior)
+    if not hint:
+        if not isinstance(result, tuple) or len(result) != 2:
+            hint = f"return a tuple (v, c), got {type(result).__name__}"
+        elif not all(isinstance(got, torch.Tensor) and got.shape == want.shape
+                     for got, want in zip(result, expected)):
+            hint = (f"v must have shape {tuple(expected[0].shape)} (B, J, D) and c "
+                    f"{tuple(expected[1].shape)} (B, I, J), got {shape_of(result[0])} and {shape_of(result[1])}")
+    if not hint and not all(close(got, want, rtol=1e-5, atol=1e-8) for got, want in zip(result, expected)):
+        hint = next((text for kind, text in _ATTENTION_MISTAKES
+                     if all(close(got, want, rtol=1e-5, atol=1e-8)
+                            for got, want in zip(result, attention_variant(u_hat, prior, kind=kind)))), "")
+        if not hint:
+            right_c = close(result[1], expected[1], rtol=1e-5, atol=1e-8)
+            hint = ("c is right, v is not: s_j = sum_i (c_ij + b_ij) u_hat_{j|i}, v_j = efficient_squash(s_j)"
+                    if right_c else "c differs: A_j = u_hat_j u_hat_j^T / sqrt(D), c_ij = softmax over j of "
+                    "sum_k A_{j,ik}")
+    return verdict(hint, "self-attention routing: each prediction's agreement with the others, one pass.",
+                   quiet=quiet)
+
+
+def uniform_routing(u_hat: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
+    r"""Efficient-CapsNet's class capsules (B, J, D) from predictions ``u_hat`` (B, I, J, D) with every
+    coupling 1/J and the learned ``prior`` (I, J) added: self-attention routing switched off."""
+    return uniform_variant(u_hat, prior)
 
 
 def uniform_variant(u_hat: torch.Tensor, prior: torch.Tensor, *, kind: str = "right") -> torch.Tensor:
@@ -34,7 +105,7 @@ def uniform_variant(u_hat: torch.Tensor, prior: torch.Tensor, *, kind: str = "ri
     s = torch.einsum("ij,bijd->bjd", weights.to(u_hat), u_hat)  # (B, J, D)
     if kind == "eq1":
         return squash(s)
-    return efficient_squash(s)
+    return efficient_squash(s)  # (B, J, D)
 
 
 _UNIFORM_MISTAKES = [
@@ -63,26 +134,3 @@ def check_uniform_couplings(fn: Callable[[torch.Tensor, torch.Tensor], object], 
                    quiet=quiet)
 
 
-def check_coupling_spread(fn: Callable[[torch.Tensor], object], *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(c (N, I, J)) -> one number``: the mean over (i, j) of c_ij's standard deviation
-    across the N images."""
-    generator = torch.Generator().manual_seed(31)
-    c = torch.softmax(torch.randn(12, 5, 4, generator=generator, dtype=torch.float64)
-                      + torch.randn(1, 5, 4, generator=generator, dtype=torch.float64), dim=2)  # (N, I, J)
-    result, hint = call_learner(fn, c.clone(), what="your coupling_spread")
-    try:
-        result = torch.tensor(float(result), dtype=torch.float64)  # one number
-    except (TypeError, ValueError, RuntimeError):
-        pass  # diagnose names what came back instead
-    mistakes = [(lambda: c.std(dim=1, correction=0).mean(), "that spread is across the input capsules "
-                 "i: take it across the IMAGES (dim 0), one spread per coupling c_ij"),
-                (lambda: c.std(dim=0).mean(), "use the population standard deviation (correction=0): "
-                 "the spread of these images, not an estimate for others"),
-                (lambda: c.var(dim=0, correction=0).mean(), "that is the variance: take the standard "
-                 "deviation (its square root) before averaging"),
-                (lambda: c.std(correction=0), "that mixes the couplings of different i and j: take "
-                 "each c_ij's spread across the images, then average those")]
-    hint = hint or diagnose(result, coupling_spread(c), mistakes,
-                            "c.std(dim=0, correction=0).mean(): each coupling's spread across the "
-                            "images, averaged over i and j", what="one number", atol=1e-9)
-    return verdict(hint, "coupling_spread measures how much routing depends on the image.", quiet=quiet)

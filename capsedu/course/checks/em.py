@@ -1,9 +1,13 @@
-r"""Checks for lesson 11 (EM routing): the M-step, the E-step in log space, and the port's bug.
+r"""Checks for lesson 11 (EM routing): the M-step, the E-step in log space, the λ schedule's
+measurement, and the port's bug.
 
 Each check runs the learner's function on a small seeded problem, compares it with
 :mod:`capsedu.nets.em_routing`, and when it differs recomputes the step with the likely mistakes
-(activations renormalised away, a missing mass, a softmax over the wrong axis, probabilities
-outside log space ...) to name the one that was made.
+(activations renormalised away, a missing mass, a variance without its ε, a softmax over the wrong
+axis, probabilities outside log space ...) to name the one that was made.
+
+:func:`em_m_step` and :func:`em_e_step` are ``capsedu``'s two steps in the lesson's layout: what
+the lesson goes on with when the learner's steps do not pass their checks yet.
 
 Shape legend (the lesson's layout):
     B      batch size (images)
@@ -19,17 +23,42 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, close, shape_of, verdict
+from capsedu.course.checks._kit import CheckResult, call_learner, close, diagnose, shape_of, verdict
+from capsedu.nets import em_routing as em
 
 EPS = 1e-8
 
 
-def _problem(seed: int = 0, far: bool = False) -> dict[str, torch.Tensor]:
-    r"""Votes (2, 6, 3, 4), activations (2, 6) with one near 0, R (2, 6, 3), betas (3,)."""
+def em_m_step(R: torch.Tensor, activations: torch.Tensor, votes: torch.Tensor, beta_u: torch.Tensor,
+              beta_a: torch.Tensor, inverse_temperature: float,
+              eps: float = EPS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""``capsedu``'s M-step in the lesson's layout: R (B, I, J), activations (B, I), votes
+    (B, I, J, M), betas (J,) -> ``(mu (B, J, M), sigma_sq (B, J, M), a_out (B, J))``."""
+    mu, sigma_sq, logit, _ = em.m_step(R.transpose(1, 2), activations, votes.transpose(1, 2),
+                                       beta_u, beta_a, float(inverse_temperature), eps)  # j leads inside
+    return mu, sigma_sq, torch.sigmoid(logit)  # (B, J, M), (B, J, M), (B, J)
+
+
+def em_e_step(votes: torch.Tensor, mu: torch.Tensor, sigma_sq: torch.Tensor,
+              a_out: torch.Tensor) -> torch.Tensor:
+    r"""``capsedu``'s E-step in the lesson's layout: votes (B, I, J, M), mu and sigma_sq (B, J, M),
+    a_out (B, J) -> R (B, I, J), each child's row a distribution over the parents."""
+    deviation_sq = (votes.transpose(1, 2) - mu.unsqueeze(2)).square()  # (B, J, I, M)
+    logit = torch.log(a_out) - torch.log1p(-a_out)  # (B, J): logsigmoid(logit) = log a_out
+    return em.e_step(deviation_sq, sigma_sq, logit).transpose(1, 2)  # (B, I, J)
+
+
+def _problem(seed: int = 0, far: bool = False, collapsed: bool = False) -> dict[str, torch.Tensor]:
+    r"""Votes (2, 6, 3, 4), activations (2, 6) with one near 0, R (2, 6, 3), betas (3,).
+
+    ``far``: child 0 votes far from every Gaussian; ``collapsed``: every child casts the same vote
+    for parent 2, whose variance is then 0 without the ε."""
     generator = torch.Generator().manual_seed(seed)
     votes = torch.randn(2, 6, 3, 4, generator=generator, dtype=torch.float64)
     if far:
         votes[:, 0] += 60.0  # child 0 votes far from every Gaussian: its p_ij underflow to 0
+    if collapsed:
+        votes[:, :, 2] = votes[:, :1, 2].clone()  # (B, I, M): one pose for parent 2 from every child
     activations = torch.rand(2, 6, generator=generator, dtype=torch.float64)
     activations[:, 1] = 0.01
     R = torch.softmax(torch.randn(2, 6, 3, generator=generator, dtype=torch.float64), dim=-1)
@@ -39,7 +68,8 @@ def _problem(seed: int = 0, far: bool = False) -> dict[str, torch.Tensor]:
 
 def m_step_variant(R, activations, votes, beta_u, beta_a, inverse_temperature, *,
                    renormalise=False, weight_by_activation=True, mass_in_cost=True,
-                   weighted_variance=True):
+                   weighted_variance=True, variance_eps=True, count_denominator=False,
+                   half_log=True, with_temperature=True):
     r"""The M-step (mu, sigma_sq, a_out) in the lesson's layout, or one of its usual mistakes."""
     R_weighted = R * activations[..., None] if weight_by_activation else R  # (B, I, J)
     if renormalise:  # the port's line: sum over j back to 1, which cancels a_i
@@ -47,14 +77,18 @@ def m_step_variant(R, activations, votes, beta_u, beta_a, inverse_temperature, *
     mass = R_weighted.sum(dim=1)  # (B, J)
     mu = torch.einsum("bij,bijh->bjh", R_weighted, votes) / (mass[..., None] + EPS)  # (B, J, M)
     deviation_sq = (votes - mu[:, None]) ** 2  # (B, I, J, M)
+    denominator = votes.shape[1] if count_denominator else mass[..., None] + EPS  # I or sum_i R'_ij
     if weighted_variance:
-        sigma_sq = torch.einsum("bij,bijh->bjh", R_weighted, deviation_sq) / (mass[..., None] + EPS) + EPS
+        sigma_sq = torch.einsum("bij,bijh->bjh", R_weighted, deviation_sq) / denominator  # (B, J, M)
     else:
-        sigma_sq = deviation_sq.mean(dim=1) + EPS
-    cost = beta_u[:, None] + 0.5 * torch.log(sigma_sq)  # (B, J, M)
+        sigma_sq = deviation_sq.mean(dim=1)  # (B, J, M)
+    if variance_eps:
+        sigma_sq = sigma_sq + EPS
+    cost = beta_u[:, None] + (0.5 if half_log else 1.0) * torch.log(sigma_sq)  # (B, J, M)
     if mass_in_cost:
         cost = cost * mass[..., None]
-    return mu, sigma_sq, torch.sigmoid(inverse_temperature * (beta_a - cost.sum(dim=-1)))
+    scale = inverse_temperature if with_temperature else 1.0
+    return mu, sigma_sq, torch.sigmoid(scale * (beta_a - cost.sum(dim=-1)))
 
 
 _M_MISTAKES = [
@@ -67,24 +101,40 @@ _M_MISTAKES = [
      "cost_jh = (beta_u_j + 0.5 * log sigma^2_jh) * sum_i R'_ij"),
     ({"weighted_variance": False}, "sigma^2 must be the R'-weighted mean of (V - mu)^2, divided by "
      "sum_i R'_ij, not a plain mean over the children"),
+    ({"count_denominator": True}, "you divided the weighted sum of (V - mu)^2 by the number of "
+     "children I: divide it by the parent's mass sum_i R'_ij, as for mu"),
+    ({"variance_eps": False}, "the variance needs + eps: a parent whose votes all agree exactly gets "
+     "sigma^2 = 0 and log sigma^2 = -inf (add eps to sigma^2 itself, not only to the denominators)"),
+    ({"half_log": False}, "the cost of one entry is beta_u + 0.5 * log sigma^2 (log sigma, not "
+     "log sigma^2), times the mass"),
+    ({"with_temperature": False}, "the inverse temperature is missing: a_j = sigmoid(lambda * "
+     "(beta_a_j - sum_h cost_jh))"),
 ]
 
 
-def _m_step_hint(result: object, p: dict[str, torch.Tensor], inverse_temperature: float) -> str:
+def _same(result: tuple, expected: tuple) -> bool:
+    return all(close(got, want, rtol=1e-5, atol=1e-12) for got, want in zip(result, expected))
+
+
+def _m_step_hint(results: list[object], problems: list[dict[str, torch.Tensor]],
+                 inverse_temperature: float) -> str:
     names = ("mu", "sigma_sq", "a_out")
-    if not isinstance(result, tuple) or len(result) != 3:
-        return f"return a tuple (mu, sigma_sq, a_out), got {type(result).__name__}"
-    expected = m_step_variant(**p, inverse_temperature=inverse_temperature)
-    for name, got, want in zip(names, result, expected):
-        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-            return f"{name} must have shape {tuple(want.shape)} (B, J, ...), got {shape_of(got)}"
-    if all(close(got, want, rtol=1e-5, atol=1e-8) for got, want in zip(result, expected)):
+    for result, p in zip(results, problems):
+        if not isinstance(result, tuple) or len(result) != 3:
+            return f"return a tuple (mu, sigma_sq, a_out), got {type(result).__name__}"
+        expected = m_step_variant(**p, inverse_temperature=inverse_temperature)
+        for name, got, want in zip(names, result, expected):
+            if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+                return f"{name} must have shape {tuple(want.shape)} (B, J, ...), got {shape_of(got)}"
+    expected = [m_step_variant(**p, inverse_temperature=inverse_temperature) for p in problems]
+    if all(_same(result, want) for result, want in zip(results, expected)):
         return ""
     for options, hint in _M_MISTAKES:
-        variant = m_step_variant(**p, inverse_temperature=inverse_temperature, **options)
-        if all(close(got, want, rtol=1e-5, atol=1e-8) for got, want in zip(result, variant)):
+        if all(_same(result, m_step_variant(**p, inverse_temperature=inverse_temperature, **options))
+               for result, p in zip(results, problems)):
             return hint
-    wrong = [name for name, got, want in zip(names, result, expected) if not close(got, want, rtol=1e-5, atol=1e-8)]
+    wrong = [name for k, name in enumerate(names)
+             if not all(close(result[k], want[k], rtol=1e-5, atol=1e-12) for result, want in zip(results, expected))]
     if wrong == ["a_out"]:
         return ("mu and sigma^2 are right; a_out is not: a_j = sigmoid(inverse_temperature * "
                 "(beta_a_j - sum_h cost_jh)), with cost_jh = (beta_u_j + 0.5 * log sigma^2_jh) * sum_i R'_ij")
@@ -95,10 +145,14 @@ def _m_step_hint(result: object, p: dict[str, torch.Tensor], inverse_temperature
 def check_m_step(fn: Callable, *, quiet: bool = False) -> CheckResult:
     r"""``fn(R, activations, votes, beta_u, beta_a, inverse_temperature)`` must return the
     M-step's ``(mu, sigma_sq, a_out)``: (B, J, M), (B, J, M), (B, J)."""
-    p, inverse_temperature = _problem(1), 0.3
-    result, hint = call_learner(fn, *(t.clone() for t in p.values()), inverse_temperature,
-                                what="your m_step")
-    hint = hint or _m_step_hint(result, p, inverse_temperature)
+    problems, results, hint, inverse_temperature = [_problem(1), _problem(1, collapsed=True)], [], "", 0.3
+    for p in problems:
+        result, hint = call_learner(fn, *(t.clone() for t in p.values()), inverse_temperature,
+                                    what="your m_step")
+        if hint:
+            break
+        results.append(result)
+    hint = hint or _m_step_hint(results, problems, inverse_temperature)
     return verdict(hint, "m_step weighs every vote by R * a, and the activation by the cost of "
                    "describing the votes.", quiet=quiet)
 
@@ -183,3 +237,58 @@ def check_spot_the_bug(fn: Callable[[], int], *, quiet: bool = False) -> CheckRe
         hint += ". Look for the line after which halving one a_i changes nothing."
     return verdict(hint, "line 2: R already sums to 1 over j, so renormalising R * a over j "
                    "divides a_i out again.", quiet=quiet)
+
+
+def own_parent_share(votes: torch.Tensor, activations: torch.Tensor, schedule: list[float], *,
+                     kind: str = "right") -> torch.Tensor:
+    r"""For toys (B, 24, 3, 2) of :func:`capsedu.explore.em.toy_votes`, routed by
+    :func:`~capsedu.nets.em_routing.em_routing` with zero betas and λ_t = ``schedule[t]``: the mean
+    assignment of children 0-7 to parent 0 and of children 8-15 to parent 1, (B,) - or a mistake."""
+    zeros = votes.new_zeros(votes.shape[2])  # (J,)
+    if kind == "last_only":
+        schedule = [schedule[-1]] * len(schedule)
+    elif kind == "reversed":
+        schedule = list(reversed(schedule))
+    _, a_out, R = em_routing_function(votes, activations, zeros, zeros, len(schedule), list(schedule))
+    if kind == "swapped":
+        return 0.5 * (R[:, :8, 1].mean(dim=1) + R[:, 8:16, 0].mean(dim=1))  # (B,)
+    if kind == "activations":
+        return 0.5 * (a_out[:, 0] + a_out[:, 1])  # (B,)
+    if kind == "all_children":
+        return 0.5 * (R[:, :, 0].mean(dim=1) + R[:, :, 1].mean(dim=1))  # (B,)
+    return 0.5 * (R[:, :8, 0].mean(dim=1) + R[:, 8:16, 1].mean(dim=1))  # (B,)
+
+
+em_routing_function = em.em_routing
+
+_SHARE_MISTAKES = [
+    ("last_only", "every iteration used the last lambda: route with the whole schedule, "
+     "em_routing(..., len(schedule), schedule) - lambda_t = schedule[t]"),
+    ("reversed", "the schedule ran backwards: iteration t uses schedule[t], the first value first"),
+    ("swapped", "children 0-7 agree on parent 0 and children 8-15 on parent 1: R[:, :8, 0] and "
+     "R[:, 8:16, 1]"),
+    ("activations", "that is the parents' activations: the share is the assignments R of each "
+     "group's children to the parent that group agrees on"),
+    ("all_children", "average over each group's own children only (0-7 for parent 0, 8-15 for "
+     "parent 1), not over all 24"),
+]
+
+
+def check_schedule_share(fn: Callable, *, quiet: bool = False) -> CheckResult:
+    r"""``fn(votes (B, 24, 3, 2), activations (B, 24), schedule)`` must return, per toy (B,), the mean
+    assignment of the two agreeing groups to their own parents after routing with that λ schedule."""
+    from capsedu.explore.em import toy_votes
+
+    pairs = [toy_votes(seed=100 + k) for k in range(4)]
+    votes = torch.stack([v for v, _ in pairs]).double()  # (4, 24, 3, 2)
+    activations = torch.stack([a for _, a in pairs]).double()  # (4, 24)
+    schedule = [0.1, 0.4, 1.6]
+    result, hint = call_learner(fn, votes.clone(), activations.clone(), list(schedule),
+                                what="your own_parent_share")
+    mistakes = [(lambda kind=kind: own_parent_share(votes, activations, schedule, kind=kind), text)
+                for kind, text in _SHARE_MISTAKES]
+    hint = hint or diagnose(result, own_parent_share(votes, activations, schedule), mistakes,
+                            "route with em_routing(votes, activations, zeros, zeros, len(schedule), "
+                            "schedule) and average R[:, :8, 0] and R[:, 8:16, 1] per toy",
+                            what="one share per toy", rtol=1e-4, atol=1e-6)
+    return verdict(hint, "own_parent_share measures how well routing sorts the two groups.", quiet=quiet)

@@ -5,8 +5,11 @@ Shape legend:
     J      number of classes (digit capsules)
 
 :func:`check_margin_loss` compares the learner's loss with ``capsedu.margin_loss`` and, when it
-differs, with the typical mistakes - among them the two bugs peers make most often: a hinge that
-is not squared and a missing lambda on the absent-class term - so the hint names the bug.
+differs, with the typical mistakes - among them the unsquared hinge of the labml annotated
+implementation, lambda on the wrong term and a sum over the batch - so the hint names the bug.
+:func:`check_capsule_margin_loss` checks a loss that takes the capsules v (B, J, D) and also
+catches a bare ``sqrt`` (NaN gradients at a zero capsule); :func:`check_pull` checks the slope
+-dL_k/d||v_k|| for a present or absent class, with the squared or the unsquared hinge.
 """
 
 from __future__ import annotations
@@ -120,3 +123,123 @@ def check_multi_hot(multi_hot_fn: Callable[[Sequence[Sequence[int]], int], torch
     r"""Check ``multi_hot_fn(label_lists, num_classes) -> (B, J)`` float multi-hot targets T."""
     return verdict(_multi_hot_hint(multi_hot_fn),
                    "multi-hot targets are right, including images with 2 or 3 digits", quiet=quiet)
+
+
+# --- Exercise: a margin loss that takes the capsules themselves (the labml peer, fixed) -------
+
+SQRT_EPS_HINT = ("a zero capsule gives NaN gradients: the slope of sqrt at 0 is infinite. Put a "
+                 "small eps inside the root, torch.sqrt((v ** 2).sum(-1) + eps), as lesson 01's squash does, or "
+                 "use v.norm(dim=-1), whose gradient PyTorch sets to 0 at a zero vector")
+
+
+def _capsule_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Capsules v (B, J, D) with known lengths, class indices (B,), their lengths (B, J).
+
+    One present and one absent capsule are exactly zero, where a bare sqrt has no gradient.
+    """
+    lengths, present = _inputs()
+    labels = present.argmax(dim=1)  # (B,) the first present class
+    generator = torch.Generator().manual_seed(_SEED + 1)
+    directions = torch.randn(*lengths.shape, 4, generator=generator)  # (B, J, D)
+    directions = directions / directions.norm(dim=-1, keepdim=True)  # (B, J, D) unit vectors
+    lengths[1, labels[1]] = 0.0  # a present capsule of length 0
+    lengths[2, (labels[2] + 1) % 10] = 0.0  # an absent one
+    return lengths[..., None] * directions, labels, lengths  # (B, J, D), (B,), (B, J)
+
+
+def _capsule_margin_hint(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> str:
+    v, labels, lengths = _capsule_inputs()
+    v = v.clone().requires_grad_(True)  # (B, J, D)
+    loss, hint = call_learner(loss_fn, v, labels.clone(), what="your loss")
+    if hint:
+        return hint
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        return f"return a scalar tensor (0-D), the mean over the batch; got {shape_of(loss)}"
+    present = torch.nn.functional.one_hot(labels, lengths.shape[1]).float()  # (B, J)
+    same = lambda a, b: torch.allclose(a.detach().double(), b.double(), rtol=1e-4, atol=1e-6)  # noqa: E731
+    if not same(loss, margin_loss(lengths, present)):
+        return next((hint for options, hint in _BUGS if same(loss, _variant(lengths, present, **options))),
+                    "the value differs from Eq. 4 with ||v_k|| computed from the capsules: take the "
+                    "length over the last dimension, then L_k summed over k, mean over the batch")
+    if not loss.requires_grad:
+        return "the loss is detached from v: compute it from v with torch operations (no .item(), no numpy)"
+    (grad,) = torch.autograd.grad(loss, v)
+    if not torch.isfinite(grad).all():
+        return SQRT_EPS_HINT
+    return ""
+
+
+def check_capsule_margin_loss(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                              *, quiet: bool = False) -> CheckResult:
+    r"""Check ``loss_fn(v (B, J, D) capsules, labels (B,)) -> scalar``: Eq. 4, finite gradients."""
+    return verdict(_capsule_margin_hint(loss_fn),
+                   "Eq. 4 from the capsules themselves, with finite gradients even at a zero capsule",
+                   quiet=quiet)
+
+
+# --- Exercise: how hard the loss pulls a capsule's length --------------------------------------
+
+PullFn = Callable[[torch.Tensor, bool, float, bool], torch.Tensor]
+M_POS_DEFAULT, M_NEG_DEFAULT = 0.9, 0.1
+_PULL_LENGTHS = torch.tensor([0.0, 0.05, 0.2, 0.5, 0.8, 0.88, 0.93, 0.99])  # (N,) off the kinks
+
+
+def reference_pull(lengths: torch.Tensor, present: bool, lam: float = 0.5,
+                   squared: bool = True) -> torch.Tensor:
+    r"""-dL_k/d||v_k|| of Eq. 4 (or its unsquared-hinge variant) by autograd: (N,) -> (N,)."""
+    x = lengths.detach().clone().double().requires_grad_(True)  # (N,)
+    power = 2 if squared else 1
+    loss = (torch.relu(M_POS_DEFAULT - x) ** power if present
+            else lam * torch.relu(x - M_NEG_DEFAULT) ** power).sum()
+    (grad,) = torch.autograd.grad(loss, x)
+    return (-grad).to(lengths.dtype)  # (N,)
+
+
+
+def _pull_mistakes(x: torch.Tensor, present: bool, lam: float, squared: bool) -> list[tuple[torch.Tensor, str]]:
+    right = reference_pull(x, present, lam, squared)  # (N,)
+    inside = (x < M_POS_DEFAULT) if present else (x > M_NEG_DEFAULT)  # (N,)
+    gap = (M_POS_DEFAULT - x) if present else (x - M_NEG_DEFAULT)  # (N,)
+    weight = 1.0 if present else lam
+    sign = 1.0 if present else -1.0
+    return [
+        (-right, "that is the slope dL/d||v||; the pull is its negative (> 0 lengthens the capsule, "
+                 "< 0 shortens it)"),
+        (right / 2 if squared else 2 * right, "check the factor: the slope of x**2 is 2x, the slope of x is 1"),
+        (sign * right.abs() * (lam if present else 1 / lam), ("lambda scales the absent classes only: "
+                                                             "a present class's pull has no lambda")),
+        (sign * weight * (2 * gap if squared else torch.ones_like(x)),
+         "outside the margin the loss is flat (present above 0.9, absent below 0.1): the pull is 0 there"),
+        (sign * weight * inside * gap ** (2 if squared else 1), "that is the loss L_k itself, not its slope"),
+        (reference_pull(x, present, 0.5, squared), "use the lam argument, not a fixed 0.5"),
+    ]
+
+
+def _pull_hint(fn: PullFn) -> str:
+    x = _PULL_LENGTHS.clone()
+    for present in (True, False):
+        for squared in (True, False):
+            for lam in (0.3, 1.0):
+                args = (x.clone(), present, lam, squared)
+                what = f"pull(lengths, present={present}, lam={lam}, squared={squared})"
+                got, hint = call_learner(fn, *args, what=what)
+                if hint:
+                    return hint
+                right = reference_pull(*args)
+                if not isinstance(got, torch.Tensor) or got.shape != right.shape:
+                    return f"{what}: return one pull per length, shape {tuple(right.shape)}; got {shape_of(got)}"
+                if torch.allclose(got.detach().double(), right.double(), atol=1e-5):
+                    continue
+                hint = next((h for wrong, h in _pull_mistakes(x, present, lam, squared)
+                             if torch.allclose(got.detach().double(), wrong.double(), atol=1e-5)),
+                            f"at lengths {[round(v, 2) for v in x.tolist()]} the pull is "
+                            f"{[round(v, 3) for v in right.tolist()]}, you gave "
+                            f"{[round(v, 3) for v in got.detach().tolist()]}")
+                return f"{what}: {hint}"
+    return ""
+
+
+def check_pull(fn: PullFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(lengths (N,), present, lam, squared) -> (N,)`` is -dL_k/d||v_k|| (Eq. 4 or unsquared)."""
+    return verdict(_pull_hint(fn), "your pull is -dL_k/d||v_k|| for both classes, squared or not, any lambda",
+                   quiet=quiet)

@@ -1,12 +1,13 @@
-r"""Checks for lesson 13 (capsules under pressure): FGSM by hand, and dead and always-on capsules.
+r"""Checks for lesson 13 (capsules under pressure): FGSM by hand, and FGSM on the margin loss.
 
-Each check runs the learner's function on seeded inputs, compares it with capsedu's answer, and
-when it differs recomputes the step with the likely mistakes to name the one that was made.
+Each check runs the learner's attack on a tiny seeded CapsNet, first for what an attack must not
+do (change the images it was given, change the network's mode, leave gradients in its weights),
+then compares the attacked images with capsedu's and, when they differ, recomputes the step with
+the likely mistakes to name the one that was made.
 
 Shape legend (the lesson's layout):
     B      batch size (images in a batch)
-    N      images
-    I      input capsules (the primary capsules a check reads)
+    J      classes (class capsules)
     C, H, W  channels, height, width
 """
 
@@ -20,77 +21,111 @@ import torch.nn.functional as F
 from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
 from capsedu.course.checks._probe import probe_capsnet
 from capsedu.explore.attacks import ScoresAsLogits, fgsm
-from capsedu.explore.critique import capsule_activity
+from capsedu.nets.losses import margin_loss
 
 EPS = 0.1
 
 
-def _pixel_gradient(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def _watched_probe(seed: int) -> tuple[torch.nn.Module, list[bool]]:
+    r"""A probe CapsNet in training mode, and a list that records its mode at every forward pass."""
+    model = probe_capsnet(seed).train()  # left in train mode: the attack must switch and restore it
+    modes: list[bool] = []
+    model.conv1.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    return model, modes
+
+
+def _gradient(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, loss: str) -> torch.Tensor:
     x = images.detach().clone().requires_grad_(True)
-    return torch.autograd.grad(F.cross_entropy(ScoresAsLogits(model)(x), labels), x)[0]  # (B, C, H, W)
+    scores = model.class_scores(x)  # (B, J)
+    value = F.cross_entropy(scores.clamp_min(1e-30).log(), labels) if loss == "ce" else margin_loss(scores, labels)
+    return torch.autograd.grad(value, x)[0]  # (B, C, H, W)
+
+
+def _conduct(fn: Callable, model: torch.nn.Module, modes: list[bool], images: torch.Tensor,
+             labels: torch.Tensor, what: str) -> tuple[object, str]:
+    r"""The learner's attacked images and a hint about what the attack must not do ('' if none)."""
+    original = images.clone()
+    result, hint = call_learner(fn, model, images, labels, EPS, what=f"your {what}")
+    if hint:
+        return result, hint
+    if not torch.equal(images, original) or images.requires_grad:
+        return result, (f"your {what} changed the images it was given: work on a detached copy "
+                        "that requires a gradient, and leave the caller's tensor as it was")
+    if not model.training:
+        return result, (f"your {what} left the network in eval mode: put it back as you found it "
+                        "(with capsedu.eval_mode(model): ... does both)")
+    if any(modes):
+        return result, (f"your {what} took its gradient with the network in training mode: switch to "
+                        "eval mode first (the CNN's dropout would make the gradient random)")
+    if any(p.grad is not None for p in model.parameters()):
+        return result, (f"your {what} left gradients in the network's weights (loss.backward() "
+                        "fills them): take the gradient with respect to the images only "
+                        "(torch.autograd.grad)")
+    if isinstance(result, torch.Tensor) and result.requires_grad:
+        return result, "return the attacked images detached from the graph (.detach())"
+    model.eval()
+    call_learner(fn, model, images, labels, EPS, what=f"your {what}")
+    if model.training:
+        return result, (f"your {what} left a network that was in eval mode in training mode: restore "
+                        "the mode it had, whichever it was (capsedu.eval_mode does)")
+    return result, ""
+
+
+def _check_attack(fn: Callable, loss: str, seed: int, what: str,
+                  extra: Callable[..., list], otherwise: str, success: str, quiet: bool) -> CheckResult:
+    r"""Run ``fn(model, images, labels, eps)`` on a probe and name its mistake, if any."""
+    generator = torch.Generator().manual_seed(seed)
+    model, modes = _watched_probe(seed)
+    images = torch.rand(4, 1, 28, 28, generator=generator)  # (B, C, H, W)
+    labels = torch.tensor([3, 1, 4, 1])
+    result, hint = _conduct(fn, model, modes, images, labels, what)
+    if not hint:
+        model.eval()
+        gradient = _gradient(model, images, labels, loss)  # (B, C, H, W)
+        step = gradient.sign()
+        mistakes = [
+            (lambda: images + EPS * step, "clip the attacked images to [0, 1]: they are still images"),
+            (lambda: (images - EPS * step).clamp(0, 1), "that step goes DOWN the loss, making the "
+             "network surer of the right answer: an attack climbs it"),
+            (lambda: (images + EPS * gradient).clamp(0, 1), "take the SIGN of the gradient: every "
+             "pixel moves by exactly eps (the whole L-infinity budget), however small its gradient"),
+            (lambda: (images + EPS * gradient / gradient.norm()).clamp(0, 1), "take the SIGN of the "
+             "gradient, not the gradient scaled to length 1: every pixel moves by exactly eps"),
+            (lambda: (images * (1 + EPS * step)).clamp(0, 1), "eps is an absolute change of a pixel "
+             "(pixels in [0, 1]), not a fraction of its value: a dark pixel may move by eps too"),
+            *extra(model, images, labels),
+        ]
+        hint = diagnose(result, fgsm(model, images, labels, EPS, loss=loss), mistakes, otherwise,
+                        what="attacked images", atol=1e-6)
+    return verdict(hint, success, quiet=quiet)
 
 
 def check_fgsm(fn: Callable, *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(model, images, labels, eps) -> attacked images``: FGSM on the course's loss."""
-    generator = torch.Generator().manual_seed(13)
-    model = probe_capsnet(13).train()  # left in train mode: the attack must not change it
-    images = torch.rand(4, 1, 28, 28, generator=generator)  # (B, C, H, W)
-    labels = torch.tensor([3, 1, 4, 1])
-    original = images.clone()
-    result, hint = call_learner(fn, model, images, labels, EPS, what="your fgsm")
-    if not hint and (not torch.equal(images, original) or images.requires_grad):
-        hint = ("your fgsm changed the images it was given: work on a copy "
-                "(images.detach().clone().requires_grad_(True))")
-        images = original
-    if not hint and not model.training:
-        hint = ("your fgsm left the network in eval mode: put it back as you found it "
-                "(with capsedu.eval_mode(model): ...)")
-    if not hint and isinstance(result, torch.Tensor) and result.requires_grad:
-        hint = "return the attacked images detached from the graph (.detach())"
-    gradient = _pixel_gradient(model, images, labels)
-    mistakes = [(lambda: images + EPS * gradient.sign(), "clip the attacked images to [0, 1]: they are "
-                 "still images (.clamp(0, 1))"),
-                (lambda: (images - EPS * gradient.sign()).clamp(0, 1), "that step goes DOWN the loss, "
-                 "making the network surer: add eps * sign(gradient)"),
-                (lambda: (images + EPS * gradient).clamp(0, 1), "take the SIGN of the gradient: every "
-                 "pixel moves by exactly eps (an L-infinity step)"),
-                (lambda: (images + EPS * gradient / gradient.norm()).clamp(0, 1), "take the SIGN of the "
-                 "gradient, not the gradient scaled to length 1")]
-    hint = hint or diagnose(result, fgsm(model, images, labels, EPS), mistakes,
-                            "images + eps * sign of the gradient of F.cross_entropy(ScoresAsLogits(model)"
-                            "(images), labels) with respect to the images, clipped to [0, 1]",
-                            what="attacked images", atol=1e-6)
-    return verdict(hint, "fgsm moves every pixel by eps the way that raises the loss most.", quiet=quiet)
+    r"""Check ``fn(model, images, labels, eps) -> attacked images``: FGSM on the course's loss,
+    the cross-entropy of ``ScoresAsLogits(model)``."""
+    def extra(model, images, labels):
+        other = _gradient(model, images, labels, "margin")  # (B, C, H, W)
+        return [(lambda: (images + EPS * other.sign()).clamp(0, 1), "that climbs the margin loss: "
+                 "FGSM here climbs F.cross_entropy(ScoresAsLogits(model)(images), labels)")]
+    return _check_attack(fn, "ce", 13, "fgsm", extra,
+                         "each pixel should move by eps, the way that raises the cross-entropy of "
+                         "ScoresAsLogits(model) most, and stay in [0, 1]",
+                         "fgsm moves every pixel by eps the way that raises the loss most, and leaves "
+                         "the images and the network as it found them.", quiet)
 
 
-def check_activity(fn: Callable, *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(lengths (N, I), threshold) -> (dead, always_on)``: the shares of capsules on for
-    no image and for every image."""
-    generator = torch.Generator().manual_seed(7)
-    lengths = torch.rand(20, 12, generator=generator)  # (N, I)
-    lengths[:, 0], lengths[:, 1] = 0.05, 0.95  # one dead, one always on
-    lengths[:, 2], lengths[0, 2] = 0.5, 0.3  # on the threshold (not on) or below: dead
-    lengths[:, 4] = torch.linspace(0.51, 0.99, 20)
-    lengths[:, 5] = 0.0  # a second dead one: dead and always-on shares differ
-    result, hint = call_learner(fn, lengths.clone(), 0.5, what="your activity")
-    expected = torch.tensor(capsule_activity(lengths, 0.5)[:2], dtype=torch.float64)
-    try:
-        result = torch.tensor([float(x) for x in result], dtype=torch.float64)  # (dead, always_on)
-    except (TypeError, ValueError, RuntimeError):
-        pass  # diagnose names what came back instead
-
-    def shares(on: torch.Tensor, dim: int) -> torch.Tensor:
-        share = on.float().mean(dim=dim)
-        return torch.tensor([float((share == 0).float().mean()), float((share == 1).float().mean())],
-                            dtype=torch.float64)
-    mistakes = [(lambda: shares(lengths > 0.5, 1), "that counts IMAGES with no capsule on: a capsule is "
-                 "dead when it is off for every image - take the share of images per capsule (dim 0)"),
-                (lambda: shares(lengths >= 0.5, 0), "a capsule is on when its length is ABOVE the "
-                 "threshold (>), not at it"),
-                (lambda: shares(lengths > 0.5, 0).flip(0), "the order is (dead, always_on)")]
-    hint = hint or diagnose(result, expected, mistakes,
-                            "per capsule, the share of images on which its length > threshold; dead: "
-                            "share 0, always on: share 1; return the share of capsules of each kind",
-                            what="a pair (dead, always_on)", atol=1e-9)
-    return verdict(hint, "activity finds capsules that never switch on and ones that never switch off.",
-                   quiet=quiet)
+def check_margin_fgsm(fn: Callable, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(model, images, labels, eps) -> attacked images``: one FGSM step that climbs the
+    margin loss (Eq. 4) of the class capsules' lengths."""
+    def extra(model, images, labels):
+        other = _gradient(model, images, labels, "ce")  # (B, C, H, W)
+        x = images.clone().requires_grad_(True)
+        on_logs = torch.autograd.grad(margin_loss(ScoresAsLogits(model)(x), labels), x)[0]  # (B, C, H, W)
+        return [(lambda: (images + EPS * other.sign()).clamp(0, 1), "that is the cross-entropy FGSM "
+                 "of Build it: climb capsedu.margin_loss of the class capsules' lengths instead"),
+                (lambda: (images + EPS * on_logs.sign()).clamp(0, 1), "the margin loss takes the "
+                 "lengths themselves, model.class_scores(images) in [0, 1], not their logarithm")]
+    return _check_attack(fn, "margin", 14, "margin_fgsm", extra,
+                         "each pixel should move by eps, the way that raises capsedu.margin_loss of "
+                         "model.class_scores(images) most, and stay in [0, 1]",
+                         "margin_fgsm climbs the capsules' own training loss by one signed step.", quiet)

@@ -23,8 +23,23 @@ from capsedu.nets.primary import PrimaryCaps
 from capsedu.nets.squash import squash
 
 ToCapsulesFn = Callable[[torch.Tensor, int, int], torch.Tensor]
-LengthMapFn = Callable[[torch.Tensor, int, int], torch.Tensor]
+TurnFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 GridFn = Callable[[int, int, int, int], int]
+
+
+def reference_to_capsules(features: torch.Tensor, num_types: int, caps_dim: int) -> torch.Tensor:
+    r""":class:`capsedu.PrimaryCaps`'s reshape and squash as a function: (B, T*D, H, W) -> (B, T*H*W, D).
+
+    Channel ``t*D + d`` is dimension ``d`` of type ``t``; capsules are type-major,
+    ``i = t*H*W + y*W + x`` (the official code's ``transpose([0, 1, 3, 4, 2])``).
+    """
+    batch, channels, height, width = features.shape
+    if channels != num_types * caps_dim:
+        raise ValueError(f"features must have num_types * caps_dim = {num_types * caps_dim} channels, "
+                         f"got shape {tuple(features.shape)}")
+    u = features.view(batch, num_types, caps_dim, height, width)  # (B, T, D, H, W)
+    u = u.permute(0, 1, 3, 4, 2)  # (B, T, H, W, D)
+    return squash(u.reshape(batch, num_types * height * width, caps_dim), dim=-1)  # (B, I, D)
 
 
 def _wrong_layouts(features: torch.Tensor, types: int, dim: int) -> list[tuple[torch.Tensor, str]]:
@@ -85,7 +100,8 @@ def check_to_capsules(fn: ToCapsulesFn, *, quiet: bool = False) -> CheckResult:
 
 def _grid_hint(fn: GridFn) -> str:
     cases = [CapsNetConfig.paper(), CapsNetConfig(image_size=32),
-             CapsNetConfig(image_size=40, conv1_kernel=5, primary_kernel=5, primary_stride=3)]
+             CapsNetConfig(image_size=40, conv1_kernel=5, primary_kernel=5, primary_stride=3),
+             CapsNetConfig(image_size=29)]  # 29 -> 21 -> 7: separates n - k from n - k + 1 in conv1
     for cfg in cases:
         args = (cfg.image_size, cfg.conv1_kernel, cfg.primary_kernel, cfg.primary_stride)
         got, hint = call_learner(fn, *args, what=f"grid_size{args}")
@@ -94,7 +110,10 @@ def _grid_hint(fn: GridFn) -> str:
         if got == cfg.primary_grid:
             continue
         after_conv1 = cfg.image_size - cfg.conv1_kernel + 1
-        if got == (cfg.image_size - cfg.primary_kernel) // cfg.primary_stride + 1:
+        if got == (cfg.image_size - cfg.conv1_kernel - cfg.primary_kernel) // cfg.primary_stride + 1:
+            hint = (f"off by one in conv1: a kernel of {cfg.conv1_kernel} fits n - k + 1 = {after_conv1} "
+                    f"times into {cfg.image_size} pixels, not n - k")
+        elif got == (cfg.image_size - cfg.primary_kernel) // cfg.primary_stride + 1:
             hint = f"conv1 comes first: it shrinks {cfg.image_size} to {after_conv1} (size - kernel + 1)"
         elif got == (after_conv1 - cfg.primary_kernel) // cfg.primary_stride:
             hint = "off by one: a convolution gives (n - k) // stride + 1 positions"
@@ -112,30 +131,71 @@ def check_grid_size(fn: GridFn, *, quiet: bool = False) -> CheckResult:
                    quiet=quiet)
 
 
-def _length_map_hint(fn: LengthMapFn) -> str:
-    types, grid = 3, 4
-    generator = torch.Generator().manual_seed(2)
-    u = squash(torch.randn(2, types * grid * grid, 8, generator=generator))  # (B, I, D)
-    lengths = u.norm(dim=-1)  # (B, I)
-    expected = lengths.view(2, types, grid, grid)  # (B, T, H, W)
-    got, hint = call_learner(fn, u.clone(), types, grid)
+def reference_length_and_turn(u: torch.Tensor, u_ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Capsules u (B, I, D) against u_ref (B or 1, I, D): (||u|| - ||u_ref||, angle in degrees), (B, I) each."""
+    change = u.norm(dim=-1) - u_ref.norm(dim=-1)  # (B, I)
+    cosine = torch.nn.functional.cosine_similarity(u, u_ref.expand_as(u), dim=-1)  # (B, I)
+    return change, torch.rad2deg(torch.acos(cosine.clamp(-1.0, 1.0)))  # (B, I), (B, I)
+
+
+def _turn_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Capsules u (2, I, 8) and one reference (1, I, 8), with same-direction and opposite pairs."""
+    generator = torch.Generator().manual_seed(3)
+    u = squash(torch.randn(2, 12, 8, generator=generator))  # (B, I, D)
+    u_ref = squash(torch.randn(1, 12, 8, generator=generator))  # (1, I, D)
+    u[0, 0] = 0.7 * u_ref[0, 0]  # same direction, shorter: angle 0, and the cosine rounds above 1
+    u[1, 4] = u_ref[0, 4]  # the same capsule: angle 0, its cosine computed by hand rounds above 1
+    u[1, 1] = -0.5 * u_ref[0, 1]  # opposite and shorter: angle 180
+    return u, u_ref
+
+
+def _length_and_turn_hint(fn: TurnFn) -> str:
+    u, u_ref = _turn_inputs()
+    got, hint = call_learner(fn, u.clone(), u_ref.clone())
     if hint:
         return hint
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        return f"expected shape (B, T, H, W) = {tuple(expected.shape)}, got {shape_of(got)}"
-    got = got.detach()
-    if torch.allclose(got, expected, atol=1e-6):
+    change, angle = reference_length_and_turn(u.double(), u_ref.double())  # (B, I) each
+    if not isinstance(got, tuple | list) or len(got) != 2:
+        return f"return two tensors, (length change, angle), got {type(got).__name__}"
+    got_change, got_angle = got
+    for name, value in (("length change", got_change), ("angle", got_angle)):
+        if not isinstance(value, torch.Tensor) or value.shape != change.shape:
+            return (f"the {name} must have shape (B, I) = {tuple(change.shape)} for u {tuple(u.shape)} and "
+                    f"u_ref {tuple(u_ref.shape)} (one value per capsule; the reference broadcasts over B); "
+                    f"got {shape_of(value)}")
+    got_change, got_angle = got_change.detach().double(), got_angle.detach().double()
+
+    def near(a: torch.Tensor, b: torch.Tensor, atol: float) -> bool:
+        return torch.allclose(a, b, atol=atol, equal_nan=False)
+
+    if near(got_change, angle, 0.1) and near(got_angle, change, 1e-5):
+        return "the two are swapped: return (length change, angle)"
+    if not near(got_change, change, 1e-5):
+        if near(got_change, -change, 1e-5):
+            return "the length change has the wrong sign: ||u|| - ||u_ref|| (positive when u is longer)"
+        if near(got_change, change.abs(), 1e-5):
+            return "keep the sign of the length change: negative when u is shorter than u_ref"
+        if near(got_change, (u * u).sum(-1).double() - (u_ref * u_ref).sum(-1).double(), 1e-5):
+            return "those are squared lengths: compare u.norm(dim=-1) with u_ref.norm(dim=-1)"
+        return "the length change differs: ||u|| - ||u_ref||, the norm along the last dimension (D)"
+    if torch.isnan(got_angle).any():
+        return ("NaN angles: rounding can put a cosine just above 1 (here for capsules that point the same way); "
+                "clamp it to [-1, 1] before arccos")
+    if near(got_angle, angle, 0.1):
         return ""
-    position_major = lengths.view(2, grid, grid, types).permute(0, 3, 1, 2)  # (B, T, H, W)
-    if torch.allclose(got, position_major, atol=1e-6):
-        return ("you read the capsules as position-major (B, H, W, T); capsedu stores them "
-                "type-major: view the lengths as (B, T, H, W)")
-    if torch.allclose(got, (u * u).sum(-1).view(2, types, grid, grid), atol=1e-6):
-        return "those are squared lengths: take the square root (u.norm(dim=-1))"
-    return "the maps differ: compute u.norm(dim=-1) (B, I), then view it as (B, T, H, W)"
+    cosine = torch.cos(torch.deg2rad(angle))  # (B, I)
+    dot = (u.double() * u_ref.double()).sum(-1)  # (B, I)
+    if near(got_angle, torch.deg2rad(angle), 2e-3):
+        return "those are radians: the task asks for degrees (torch.rad2deg)"
+    if near(got_angle, cosine, 1e-4):
+        return "that is the cosine of the angle: take arccos, then convert to degrees"
+    if near(got_angle, torch.rad2deg(torch.acos(dot.clamp(-1, 1))), 0.1):
+        return ("the dot product alone is not the cosine: divide it by both lengths "
+                "(capsules are shorter than 1), or use F.cosine_similarity")
+    return "the angles differ: arccos of u . u_ref / (||u|| ||u_ref||), in degrees, per capsule"
 
 
-def check_length_map(fn: LengthMapFn, *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(u, num_types, grid)`` turns capsules (B, I, D) into lengths (B, T, H, W)."""
-    return verdict(_length_map_hint(fn),
-                   "length maps are right: capsule i = t*H*W + y*W + x sits at [t, y, x]", quiet=quiet)
+def check_length_and_turn(fn: TurnFn, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(u (B, I, D), u_ref (B or 1, I, D)) -> (length change, angle in degrees)``, (B, I) each."""
+    return verdict(_length_and_turn_hint(fn),
+                   "length change and angle are right, including identical and opposite capsules", quiet=quiet)

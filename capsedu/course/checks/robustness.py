@@ -1,11 +1,12 @@
-r"""Checks for lesson 08 (a CapsNet against a CNN on turned digits): how much of a rotation a
-representation keeps - read by a linear probe - and the orientation of a drawing, from its moments.
+r"""Checks for lesson 08 (a CapsNet against a CNN on turned digits): turning a batch of digits
+about their centre with ``affine_grid``/``grid_sample``, how much of a rotation a representation
+keeps - read by a linear probe - and the orientation of a drawing, from its moments.
 
 Each check runs the learner's function against a reference, and prints a pass or a hint that
 names the most likely mistake.
 
 Shape legend:
-    N      images (or examples of a probe);  F  features;  H, W  image height and width
+    N      images (or examples of a probe);  C  channels;  F  features;  H, W  image height and width
 """
 
 from __future__ import annotations
@@ -16,8 +17,70 @@ from collections.abc import Callable
 import torch
 
 from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
+from capsedu.data.transforms import transform_images
 
 ProbeFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], object]
+
+_ANGLE = 30.0
+
+
+def _sample(images: torch.Tensor, theta: torch.Tensor, *, mode: str = "bilinear",
+            grid_corners: bool = False) -> torch.Tensor:
+    r"""``grid_sample`` of ``images`` (N, C, H, W) through one 2 x 3 ``theta`` for the batch;
+    ``grid_corners`` builds the grid with ``align_corners=True`` (sampling always uses False)."""
+    grid = torch.nn.functional.affine_grid(theta.expand(len(images), 2, 3), list(images.shape),
+                                           align_corners=grid_corners)  # (N, H, W, 2)
+    return torch.nn.functional.grid_sample(images, grid, mode=mode, padding_mode="zeros",
+                                           align_corners=False)  # (N, C, H, W)
+
+
+def _turn(radians: float, centre: tuple[float, float] = (0.0, 0.0)) -> torch.Tensor:
+    r"""The 2 x 3 sampling matrix of an anticlockwise turn by ``radians`` about ``centre``
+    (normalised coordinates, y down): output point p samples the input at R (p - c) + c."""
+    cos, sin = math.cos(radians), math.sin(radians)
+    rotation = torch.tensor([[cos, -sin], [sin, cos]])  # (2, 2)
+    c = torch.tensor(centre)  # (2,)
+    return torch.cat([rotation, (c - rotation @ c)[:, None]], dim=1)  # (2, 3)
+
+
+def _digits() -> torch.Tensor:
+    r"""Two 28 x 28 test pictures with no symmetry: an L-shaped glyph and seeded speckles, (2, 1, 28, 28)."""
+    generator = torch.Generator().manual_seed(11)
+    glyph = torch.zeros(28, 28)
+    glyph[5:22, 10:13] = 1.0  # a stem
+    glyph[5:8, 10:21] = 0.7  # a bar to the right
+    glyph[18:22, 13:17] = 0.4  # a foot
+    speckles = torch.rand(28, 28, generator=generator) * (torch.rand(28, 28, generator=generator) > 0.7)
+    return torch.stack([glyph, speckles])[:, None]
+
+
+def check_rotate(fn: Callable[[torch.Tensor, float], object], *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(images (N, C, H, W), angle)``: each image turned ``angle`` degrees anticlockwise
+    about its centre, bilinear, zeros where nothing comes in - as
+    :func:`capsedu.data.transforms.transform_images` turns it."""
+    images = _digits()
+    result, hint = call_learner(fn, images.clone(), _ANGLE, what="your rotate")
+    if hint:
+        return verdict(hint, "", quiet=quiet)
+    expected = transform_images(images, angle=_ANGLE)  # (N, C, H, W)
+    a = math.radians(_ANGLE)
+    mistakes = [
+        (lambda: _sample(images, _turn(_ANGLE)), "cos and sin take radians: convert the angle "
+         "first (math.radians)"),
+        (lambda: _sample(images, _turn(-a)), "your digits turn clockwise: grid_sample asks where "
+         "each OUTPUT pixel comes from, so it needs the inverse turn - and image rows grow downwards"),
+        (lambda: _sample(images, _turn(a, (-1.0, -1.0))), "you turned about the top-left corner: "
+         "turn about the centre of the image (affine_grid's (0, 0)), with no translation"),
+        (lambda: _sample(images, _turn(a), grid_corners=True), "give affine_grid and grid_sample "
+         "the same align_corners (False, the default in both): mixed, the digit shrinks"),
+        (lambda: _sample(images, _turn(a), mode="nearest"), "sample bilinearly (mode='bilinear'): "
+         "nearest-neighbour sampling makes the strokes jagged"),
+    ]
+    hint = diagnose(result, expected, mistakes, "the pictures differ from the digits turned "
+                    f"{_ANGLE:.0f}° anticlockwise about their centre (bilinear, zeros outside)",
+                    what="the batch of turned images", rtol=0.0, atol=1e-4)
+    return verdict(hint, "rotate turns the digits anticlockwise about their centre, as "
+                   "capsedu's transform_images does.", quiet=quiet)
 
 
 def reference_probe_error(train_features: torch.Tensor, train_angles: torch.Tensor,

@@ -24,6 +24,10 @@ from capsedu.nets.squash import squash
 SquashFn = Callable[[torch.Tensor], torch.Tensor]
 PROBE_LENGTHS = (0.01, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 10.0, 30.0, 100.0)
 EPS_HINT = "put ε inside the square root: ||s|| = sqrt(sum(s²) + ε)"
+WRONG_DIM_HINT = ("each capsule has its own norm, over its D numbers: sum over dim=-1 with "
+                  "keepdim=True, a (B, J, 1) tensor")
+KEEPDIM_HINT = ("the norm lost its last dimension, so (B, J) does not broadcast against (B, J, D): "
+                "sum with keepdim=True")
 
 
 def _probe_inputs() -> torch.Tensor:
@@ -44,6 +48,10 @@ def _value_problem(s: torch.Tensor, v: object) -> str:
     v = v.detach().float()
     if not torch.isfinite(v).all():
         return "your output holds NaN or inf for ordinary non-zero inputs: check every division"
+    for dim in (0, 1):  # the batch or the capsules, instead of each capsule's own numbers
+        if torch.allclose(v, squash(s, dim=dim), rtol=1e-4, atol=1e-6):
+            return (f"you squashed along dim={dim}, across {'images' if dim == 0 else 'capsules'}: "
+                    f"{WRONG_DIM_HINT}")
     lengths = v.norm(dim=-1)  # (B, J)
     cosine = (v * s).sum(dim=-1) / (lengths * s.norm(dim=-1)).clamp_min(1e-30)  # (B, J)
     if (cosine < 1 - 1e-4).any():
@@ -54,6 +62,9 @@ def _value_problem(s: torch.Tensor, v: object) -> str:
         return (f"norms above 1 (an input of length 100 gives {lengths[0, -1]:.4g}): did you scale "
                 "by ||s||²/(1+||s||²) and divide s by ||s||?")
     expected = squash(s).norm(dim=-1)  # (B, J)
+    if torch.allclose(lengths, torch.ones_like(lengths), atol=1e-4):
+        return ("every output has length 1: that is the bare unit vector s/||s||; multiply it by "
+                "the new length ||s||²/(1+||s||²), so that short vectors come out short")
     if not torch.allclose(lengths, expected, rtol=1e-4, atol=1e-6):
         norm = s.norm(dim=-1)
         if torch.allclose(lengths, norm / (1 + norm), rtol=1e-4, atol=1e-6):
@@ -61,7 +72,7 @@ def _value_problem(s: torch.Tensor, v: object) -> str:
         ratio = lengths / norm  # (B, J) the factor each capsule was scaled by
         if ratio.max() - ratio.min() <= 1e-5 * ratio.max():
             return ("every capsule was scaled by the same number: you took one norm over the "
-                    "whole tensor; take one per capsule, summing over dim=-1 with keepdim=True")
+                    f"whole tensor; {WRONG_DIM_HINT}")
         at_one = PROBE_LENGTHS.index(1.0)
         return (f"lengths are wrong: an input of length 1 must give 1²/(1+1²) = 0.5, yours "
                 f"gives {lengths[0, at_one]:.4f}")
@@ -108,6 +119,8 @@ def check_squash(fn: SquashFn, *, quiet: bool = False) -> CheckResult:
     r"""Check the learner's ``fn(s)`` against :func:`capsedu.squash` along the last dimension."""
     s = _probe_inputs()  # (B, J, D)
     v, hint = call_learner(fn, s.clone())
+    if hint and "must match the size of tensor" in hint:
+        return failed(f"{KEEPDIM_HINT} ({hint})", quiet=quiet)
     if hint:
         return failed(f"{hint} (it gets s of shape {tuple(s.shape)} and returns the same shape)"
                       if "raised" in hint else hint, quiet=quiet)
@@ -143,3 +156,58 @@ def check_input_length_for(fn: Callable[[float], float], *, quiet: bool = False)
     r"""Check ``fn(p)`` is the input length whose squashed length is ``p`` (inverse of Eq. 1)."""
     return verdict(_input_length_hint(fn),
                    "right: n = sqrt(p/(1-p)), so a length of 0.9 needs an input of length 3", quiet=quiet)
+
+
+def _votes_reference(p: float, vote_length: float, agree: bool) -> int:
+    r"""The fewest votes of length ``vote_length`` whose squashed sum is at least ``p`` long."""
+    needed = math.sqrt(p / (1 - p))  # the input length that squashes to p
+    ratio = needed / vote_length  # agreeing lengths add: K a >= n
+    return math.ceil((ratio if agree else ratio ** 2) - 1e-9)  # at right angles: sqrt(K) a >= n
+
+
+VOTE_CASES = ((0.9, 0.4), (0.5, 0.3), (0.8, 0.3), (0.3, 0.1))  # no case sits on a whole number
+
+
+def _votes_hint(fn: Callable[[float, float, bool], int]) -> str:
+    for (p, a), agree in ((case, agree) for case in VOTE_CASES for agree in (True, False)):
+        call = f"votes_needed({p}, {a}, agree={agree})"
+        k, hint = call_learner(fn, p, a, agree, what=call)
+        if hint:
+            return hint
+        if isinstance(k, torch.Tensor) and k.numel() == 1:
+            k = k.item()
+        if isinstance(k, float) and k.is_integer():
+            k = int(k)
+        if not isinstance(k, int) or isinstance(k, bool):
+            return f"{call} must return a whole number of votes, got {k!r}"
+        expected = _votes_reference(p, a, agree)
+        if k == expected:
+            continue
+        n = math.sqrt(p / (1 - p))
+        if k == math.ceil(p / a if agree else (p / a) ** 2):
+            return (f"{call} = {k}: a sum of length {p} squashes to less than {p}; the summed votes "
+                    "must reach the input length whose squash is p (Exercise 1)")
+        if not agree and k == _votes_reference(p, a, True):
+            return (f"{call} = {k}: votes at right angles do not add their lengths (that is only "
+                    "true when they point the same way); think of Pythagoras for their sum")
+        if agree and k == _votes_reference(p, a, False):
+            return (f"{call} = {k}: agreeing votes point the same way, so their lengths simply add; "
+                    "you used the rule for votes at right angles")
+        if k in (expected - 1, math.floor(n / a if agree else (n / a) ** 2)):
+            return (f"{call} = {k}: that many votes fall just short of {p}; return the smallest "
+                    "number that reaches it (round up)")
+        return (f"{call} = {k}: {k} votes of length {a} squash to a capsule "
+                f"{_squashed_sum(k, a, agree):.3f} long, and {expected} is the fewest that reach {p}")
+    return ""
+
+
+def _squashed_sum(k: int, a: float, agree: bool) -> float:
+    r"""The length of squash(sum of k votes of length a), all agreeing or at right angles."""
+    n = k * a if agree else math.sqrt(max(k, 0)) * a
+    return n * n / (1 + n * n)
+
+
+def check_votes_needed(fn: Callable[[float, float, bool], int], *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(p, vote_length, agree)``: the fewest votes whose squashed sum reaches length ``p``."""
+    return verdict(_votes_hint(fn), "right: agreeing votes add their lengths, votes at right "
+                   "angles only their squared lengths", quiet=quiet)

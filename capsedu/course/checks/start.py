@@ -1,12 +1,8 @@
-r"""Checks for lesson 00 (start here): reading a capsule's length and its pose angle.
+r"""Checks for lesson 00 (start here): agreement between parts.
 
-Shape legend:
-    J      capsules of one layer (its output capsules), one per row
-    D      capsule dimension (2 for the pose-angle exercise, so the vector can be drawn)
-
-A capsule's length :math:`\lVert\mathbf v\rVert = \sqrt{\sum_d v_d^2}` is the probability that its
-entity is present; its direction is the pose. For 2-D capsules the pose is one angle,
-:math:`\operatorname{atan2}(v_y, v_x)`.
+The lesson's exercises: :func:`check_moved_spread` (move one part of the hand-drawn face, measure
+how far the parts' predictions of the face's centre spread) and :func:`check_choose_threshold`
+(a threshold on that spread that tells faces from scrambled faces).
 """
 
 from __future__ import annotations
@@ -18,96 +14,116 @@ import torch
 
 from capsedu.course.checks._kit import CheckResult, call_learner, verdict
 
-TensorFn = Callable[[torch.Tensor], torch.Tensor]
+# --- Exercise 1: move one part of the face, measure the spread of the predicted centres -------
+
+MOVES = (("nose", (0, 3)), ("mouth", (2, -1)), ("eyes", (-3, 1)))  # each clears the other parts
+MOVED_HINT = ("copy the places first (places = dict(face_places)), move the part in the copy, "
+              "then spread(summarise(draw(parts, places)))")
 
 
-def _probe_capsules() -> torch.Tensor:
-    r"""Six 4-D capsules with mixed signs and lengths, (J, D) = (6, 4)."""
-    generator = torch.Generator().manual_seed(0)
-    return torch.randn(6, 4, generator=generator, dtype=torch.float64) * 0.5  # (J, D)
-
-
-def _as_output(fn: TensorFn, v: torch.Tensor) -> tuple[torch.Tensor | None, str]:
-    r"""The learner's output as a float64 tensor, or a hint."""
-    out, hint = call_learner(fn, v.clone())
+def _spread_of(fn: Callable[[str, tuple[int, int]], float], part: str,
+               shift: tuple[int, int]) -> tuple[float | None, str]:
+    r"""``fn(part, shift)`` as a float, or a hint."""
+    call = f"spread_after_moving({part!r}, {shift})"
+    out, hint = call_learner(fn, part, shift, what=call)
     if hint:
         return None, hint
-    if not isinstance(out, torch.Tensor):
-        return None, f"return a torch.Tensor, got {type(out).__name__}"
-    return out.detach().to(torch.float64), ""
+    if isinstance(out, torch.Tensor) and out.numel() == 1:
+        out = out.item()
+    if isinstance(out, bool) or not isinstance(out, (int, float)):
+        return None, f"{call} must return one number, the spread in pixels, got {type(out).__name__}"
+    return float(out), ""
 
 
-def _length_hint(out: torch.Tensor, v: torch.Tensor) -> str:
-    n, d = v.shape
-    if out.dim() == 0:
-        return ("you got one number for all capsules together: compute one length per capsule "
-                "along the last dimension, e.g. v.norm(dim=-1)")
-    if tuple(out.shape) == (n, 1):
-        return f"shape {tuple(out.shape)}: return one number per capsule, shape ({n},) (drop keepdim=True)"
-    if tuple(out.shape) == (d,):
-        return (f"shape {tuple(out.shape)}: you took the length across the capsules (dim 0); "
-                "each row is one capsule, so use dim=-1")
-    if tuple(out.shape) != (n,):
-        return f"expected shape ({n},), one length per capsule, got {tuple(out.shape)}"
-    expected = torch.sqrt((v * v).sum(dim=-1))  # (J,)
-    if torch.allclose(out, expected, rtol=1e-5, atol=1e-7):
-        return ""
-    wrong_answers = [
-        ((v * v).sum(dim=-1), "that is the squared length sum(v²): take its square root"),
-        (v.sum(dim=-1), "you added the components: square them first, then take the square root of the sum"),
-        (v.abs().sum(dim=-1), ("that is the sum of |v_d| (the L1 norm): a capsule's length is the "
-                              "Euclidean norm sqrt(sum(v²))")),
-        (v.abs().max(dim=-1).values, "that is the largest component: the length uses all of them, sqrt(sum(v²))"),
-    ]
-    return next((hint for wrong, hint in wrong_answers if torch.allclose(out, wrong, rtol=1e-5, atol=1e-7)),
-                f"for the capsule {v[0].numpy().round(3).tolist()} the length is {expected[0]:.4f}, "
-                f"yours gives {out[0]:.4f}: use sqrt(sum(v²))")
+def _moved_hint(fn: Callable[[str, tuple[int, int]], float]) -> str:
+    first, hint = _spread_of(fn, *MOVES[0])
+    if hint:
+        return hint
+    again, hint = _spread_of(fn, *MOVES[0])
+    if hint:
+        return hint
+    if not math.isclose(first, again, rel_tol=1e-4, abs_tol=1e-4):
+        return (f"the same call gave {first:.2f} and then {again:.2f} px: your function moved the part "
+                "in face_places itself, so every call starts from a face that was already changed. "
+                "Run the cell that defines face_places again, and " + MOVED_HINT)
+    for part, shift in MOVES:
+        spread, hint = _spread_of(fn, part, shift)
+        if hint:
+            return hint
+        distance = math.hypot(*shift)
+        expected = 4 * distance / 9  # one of three agreeing predictions moved by `distance`
+        if math.isclose(spread, expected, rel_tol=1e-3, abs_tol=1e-3):
+            continue
+        call = f"spread_after_moving({part!r}, {shift})"
+        if abs(spread) < 1e-6:
+            return (f"{call} = 0: the predictions still agree, so nothing moved (or everything did: "
+                    f"moving every part moves the whole face, still a face); {MOVED_HINT}")
+        if any(math.isclose(spread, f * distance, rel_tol=1e-3) for f in (1.0, 2 / 3)):
+            return (f"{call} = {spread:.2f}: that is how far one prediction went, not the spread; "
+                    "the spread is the mean distance of all three predicted centres from their "
+                    "average, which is what spread(...) measures")
+        if spread > 5.0:
+            return (f"{call} = {spread:.2f}, as large as a scrambled face's: start from face_places "
+                    "(the real face), not scrambled_places")
+        return f"{call} = {spread:.2f} is not the spread of the face with that part moved: {MOVED_HINT}"
+    return ""
 
 
-def check_capsule_length(fn: TensorFn, *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(v)`` returns the Euclidean length of each capsule: (J, D) -> (J,)."""
-    v = _probe_capsules()  # (J, D)
-    out, hint = _as_output(fn, v)
-    return verdict(hint or _length_hint(out, v),
-                   "capsule lengths are right: ||v|| = sqrt(sum of squares), one per capsule", quiet=quiet)
+def check_moved_spread(fn: Callable[[str, tuple[int, int]], float], *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(part, shift)``: the spread of the face's predicted centres with one part moved."""
+    return verdict(_moved_hint(fn), "right: moving one part of the face by d pixels spreads the "
+                   "three predicted centres by 4d/9 on average", quiet=quiet)
 
 
-def _probe_poses() -> torch.Tensor:
-    r"""2-D capsules, two in each quadrant, with different lengths, (J, 2) = (8, 2)."""
-    angles = torch.tensor([20.0, 70.0, 110.0, 160.0, -160.0, -110.0, -70.0, -20.0], dtype=torch.float64)
-    lengths = torch.linspace(0.2, 0.95, len(angles), dtype=torch.float64)
-    radians = torch.deg2rad(angles)
-    return torch.stack([lengths * torch.cos(radians), lengths * torch.sin(radians)], dim=-1)  # (J, 2)
+# --- Exercise 2: a threshold on the spread that tells faces from scrambled faces --------------
+
+# (faces' spreads, scrambled faces' spreads, held-out faces, held-out scrambled faces): the
+# threshold is chosen on the first two lists, then must also sort the held-out ones right
+THRESHOLD_CASES = (
+    ((0.0, 0.4, 0.9, 1.3, 1.8), (7.5, 9.1, 11.0, 14.2), (3.0,), (6.0,)),
+    ((0.2, 0.5, 1.0, 1.5, 2.0, 2.4), (9.0, 25.0, 40.0), (3.6,), (7.0,)),
+    ((0.5, 1.6, 2.9, 4.0), (16.0, 19.0, 24.0), (6.5,), (13.5,)),
+)
 
 
-def _same_angle(a: torch.Tensor, b: torch.Tensor, period: float) -> bool:
-    r"""True when the angles agree up to whole turns (so [0, 360) and (-180, 180] both pass)."""
-    difference = torch.remainder(a - b + period / 2, period) - period / 2
-    return bool((difference.abs() < 1e-4 * period).all())
+def _threshold_hint(fn: Callable[[list[float], list[float]], float]) -> str:
+    answers = []
+    for faces, scrambled, _, _ in THRESHOLD_CASES:
+        call = f"choose_threshold({list(faces)}, {list(scrambled)})"
+        out, hint = call_learner(fn, list(faces), list(scrambled), what=call)
+        if hint:
+            return hint
+        if isinstance(out, torch.Tensor) and out.numel() == 1:
+            out = out.item()
+        if isinstance(out, bool) or not isinstance(out, (int, float)):
+            return f"{call} must return one number, the threshold in pixels, got {type(out).__name__}"
+        answers.append(float(out))
+    if len(set(answers)) == 1:
+        return (f"you return {answers[0]:.2f} whatever the spreads: a fixed number cannot suit every "
+                "set of faces; compute the threshold from the two lists")
+    for (faces, scrambled, new_faces, new_scrambled), threshold in zip(THRESHOLD_CASES, answers):
+        call = f"choose_threshold({list(faces)}, {list(scrambled)}) = {threshold:.2f}"
+        rejected = [f for f in faces if not f < threshold]
+        if rejected:
+            return (f"{call}: a face with spread {max(rejected)} would count as scrambled; every "
+                    "face's spread must fall below the threshold")
+        accepted = [s for s in scrambled if s < threshold]
+        if accepted:
+            return (f"{call}: a scrambled face with spread {min(accepted)} would count as a face; "
+                    "the threshold must stay at or below every scrambled face's spread")
+        if not all(f < threshold for f in new_faces):
+            return (f"{call} hugs the largest face's spread: a slightly more displaced face (spread "
+                    f"{max(new_faces)}) would be rejected. Leave room on both sides of the gap "
+                    "between the two groups")
+        if not all(threshold <= s for s in new_scrambled):
+            return (f"{call} hugs the smallest scrambled face's spread: a scrambled face a little "
+                    f"closer to a face (spread {min(new_scrambled)}) would pass. Leave room on both "
+                    "sides of the gap between the two groups")
+    return ""
 
 
-def _angle_hint(out: torch.Tensor, v: torch.Tensor) -> str:
-    if tuple(out.shape) != (v.shape[0],):
-        return (f"expected one angle per capsule, shape ({v.shape[0]},), got {tuple(out.shape)}: "
-                "use v[:, 0] for x and v[:, 1] for y")
-    x, y = v[:, 0], v[:, 1]
-    expected = torch.rad2deg(torch.atan2(y, x))  # (J,)
-    if _same_angle(out, expected, 360.0):
-        return ""
-    if _same_angle(out, torch.atan2(y, x), 2 * math.pi):
-        return "those are radians: convert to degrees with torch.rad2deg (or multiply by 180/π)"
-    if _same_angle(out, torch.rad2deg(torch.atan(y / x)), 360.0):
-        return ("atan(y/x) loses the quadrant (v and -v get the same angle): use torch.atan2(y, x), "
-                "which looks at both signs")
-    if _same_angle(out, torch.rad2deg(torch.atan2(x, y)), 360.0):
-        return "x and y are swapped: atan2 takes y first, atan2(y, x)"
-    return (f"the capsule {v[0].numpy().round(3).tolist()} points at {expected[0]:.1f}°, yours "
-            f"gives {out[0]:.1f}: use torch.rad2deg(torch.atan2(y, x))")
-
-
-def check_pose_angle(fn: TensorFn, *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(v)`` returns each 2-D capsule's direction in degrees: (J, 2) -> (J,)."""
-    v = _probe_poses()  # (J, 2)
-    out, hint = _as_output(fn, v)
-    return verdict(hint or _angle_hint(out, v), "pose angles are right: atan2(y, x) in degrees",
-                   quiet=quiet)
+def check_choose_threshold(fn: Callable[[list[float], list[float]], float], *,
+                           quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(face_spreads, scrambled_spreads)``: a threshold with room on both sides."""
+    return verdict(_threshold_hint(fn), "right: the threshold sits in the gap between the two "
+                   "groups, with room on both sides for examples not seen yet", quiet=quiet)

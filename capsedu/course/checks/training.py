@@ -6,6 +6,10 @@ Shape legend:
     N      number of images over a whole loader
     J      number of classes (10)
 
+The step's check names the usual mistakes: no ``zero_grad`` (gradients add up over batches),
+``step`` before ``backward``, no ``step``, the loss returned as a tensor instead of a float, the
+decoder masked by the prediction instead of the label, only the margin loss.
+
 A training step minimises the total CapsNet loss, margin loss (Eq. 4) + 0.0005 x reconstruction
 loss (Section 4.1), with the decoder masked by the true labels.
 """
@@ -61,6 +65,10 @@ def _decoded_classes(before: CapsNet, after: CapsNet) -> set[int]:
 def _loss_problem(returned: object, model: CapsNet, images: torch.Tensor,
                   labels: torch.Tensor) -> str:
     r"""A hint when the returned loss is not ``capsnet_loss`` of the model before the step."""
+    if isinstance(returned, torch.Tensor):
+        return ("you returned the loss tensor: return loss.item(), a Python float - a tensor that "
+                "needs grad keeps the whole autograd graph of the batch alive, and a loop that adds "
+                "them up keeps every batch's graph in memory")
     try:
         value = float(returned)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -88,6 +96,8 @@ def _step_problem(fn: StepFn) -> str:
     batches = [_probe_batch(1), _probe_batch(2)]
     start = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    steps = []  # one entry per optimizer.step() call
+    optimizer.register_step_pre_hook(lambda *_: steps.append(1))
     returned, problem = call_learner(fn, model, optimizer, *batches[0])
     if problem:
         return problem
@@ -97,7 +107,14 @@ def _step_problem(fn: StepFn) -> str:
         _, problem = call_learner(fn, model, optimizer, *batches[1])
     after_two = _params(model)
     if not problem and torch.equal(after_one, _params(start)):
-        problem = "the weights did not change: call loss.backward() and then optimizer.step()"
+        graded = any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
+        if not steps:
+            problem = "the weights did not change: after loss.backward() call optimizer.step()"
+        elif graded:
+            problem = ("the weights did not change, yet the gradients are there: optimizer.step() ran "
+                       "BEFORE loss.backward(), with no gradients to follow; backward first, then step")
+        else:
+            problem = "the weights did not change: call loss.backward() and then optimizer.step()"
     if not problem and _decoded_classes(start, one_step) != set(batches[0][1].tolist()):
         problem = ("the decoder learned from the wrong capsules: in training call "
                    "model(images, labels) so the mask keeps the TRUE class capsule (or use "
