@@ -329,14 +329,14 @@ def fetch_solve_submit(page, user: str, solutions: list[str], count: int) -> str
 
 
 def release(hub: dict) -> list[str]:
-    r"""The instructor releases lesson 01; its two solutions (for the learners to type)."""
+    r"""The instructor releases lesson 01; its solutions (for the learners to type)."""
     course = hub["course"]
     write_course([REPO / "notebooks" / f"{LESSON}.ipynb"], course)
     nbgrader(course, hub["exchange"], "generate_assignment", LESSON, "--force")
     nbgrader(course, hub["exchange"], "release_assignment", LESSON, "--force")
     source = nbformat.read(course / "source" / LESSON / f"{LESSON}.ipynb", as_version=4)
     solutions = [cell.source for cell in source.cells if cell.metadata.get("nbgrader", {}).get("solution")]
-    assert len(solutions) == 2, "lesson 01 should hold two graded exercises"
+    assert len(solutions) == EXERCISE_COUNT, f"lesson 01 should hold {EXERCISE_COUNT} graded exercises"
     return solutions
 
 
