@@ -28,8 +28,8 @@
 # After this lesson you can:
 #
 # - write Eq. 1 in PyTorch for a batch of capsules, (B, J, D), squashing along the right dimension;
-# - explain why an ε belongs *inside* the square root, and show the NaN gradient without it using
-#   `torch.autograd`;
+# - explain why the zero vector breaks a naive squash, in its value and in its gradient (shown with
+#   `torch.autograd`), and write one that is safe there;
 # - describe the curve of output length against input length, and why direction is preserved;
 # - compare your code with a reference using `torch.testing.assert_close`;
 # - reason about how the squashed length of a sum of votes depends on whether the votes agree.
@@ -140,14 +140,17 @@ print(f"NaN entries in W.grad: {int(W.grad.isnan().sum())} of {W.grad.numel()}")
 # %% [markdown]
 # ### Your turn: a squash that is safe at zero
 #
-# The fix is to make the norm itself never zero, so that its slope is finite everywhere: put the
-# small ε **inside** the square root, $\lVert\mathbf s\rVert_ε = \sqrt{\sum_d s_d^2 + ε}$. For any
-# vector longer than about $\sqrt ε = 10^{-4}$ this is indistinguishable from the true norm.
+# Write `my_squash(s, eps)`: Eq. 1 along the **last** dimension of `s`. It takes any tensor of
+# capsules, shape (..., D) — for example (B, J, D) — and returns a tensor of the same shape. Use the
+# small `eps` so that
 #
-# Write `my_squash(s, eps)`: Eq. 1 along the **last** dimension of `s`, with that safe norm where
-# Eq. 1 divides by the length. It takes any tensor of capsules, shape (..., D) — for example
-# (B, J, D) — and returns a tensor of the same shape. The check below tries lengths from 0.01 to
-# 100, the zero vector, and the gradients.
+# - at the zero vector, both the value and the gradient are finite (each patch above fails one of
+#   the two);
+# - for any vector much longer than $10^{-4}$, the result matches Eq. 1.
+#
+# The diagnosis above says where the NaN comes from: nothing your computation differentiates may
+# have an infinite slope at the zero vector. The check below tries lengths from 0.01 to 100, the
+# zero vector, and the gradients.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def my_squash(s: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -190,7 +193,10 @@ squash(inputs @ W).sum().backward()
 print(f"NaN entries in W.grad: {int(W.grad.isnan().sum())} of {W.grad.numel()}")
 
 # %% [markdown]
-# A clean zero and a finite gradient, and not one NaN in `W.grad`. Every source this course grew
+# A clean zero and a finite gradient, and not one NaN in `W.grad`. The reference puts the small ε
+# **inside** the square root, $\lVert\mathbf s\rVert_ε = \sqrt{\sum_d s_d^2 + ε}$: the norm is then
+# never zero, so its slope is finite everywhere, and for any vector much longer than
+# $\sqrt ε = 10^{-4}$ it is indistinguishable from the true norm. Every source this course grew
 # from — the blog, the labml implementation, the advanced notebook — puts ε inside the root too.
 # You will still meet the other two versions in the wild, often in code that trains fine for a while
 # and then turns into NaN on the first batch with an empty capsule.
@@ -400,6 +406,11 @@ if result:
     random_votes = a * torch.nn.functional.normalize(torch.randn(2000, crossed, dims), dim=-1)  # (draws, K, D)
     random_lengths = squash(random_votes.sum(dim=1)).norm(dim=-1)  # (draws,)
     print(f"{crossed:3d} votes in random 16-D directions: mean squashed length {float(random_lengths.mean()):.3f}")
+    cosines = (random_votes[:, 0] * random_votes[:, 1]).sum(dim=-1) / a ** 2  # (draws,) two votes' cos
+    squared_sum = random_votes.sum(dim=1).pow(2).sum(dim=-1)  # (draws,) squared length of the sum
+    print(f"  two random votes: mean |cos| {float(cosines.abs().mean()):.2f}; their sum: mean squared "
+          f"length {float(squared_sum.mean()):.2f} (K a² = {crossed * a ** 2:.2f}), "
+          f"mean length {float(squared_sum.sqrt().mean()):.2f}")
     lone = float(squash(a * torch.ones(1)).norm())
     print(f"  1 vote alone: {lone:.3f}; agreement needs {agreeing} votes, disagreement "
           f"{crossed} ({crossed / agreeing:.1f}× as many)")
@@ -409,11 +420,13 @@ else:
 # %% [markdown]
 # A single vote of length 0.4 squashes to a capsule under 0.14 long: on its own, a part barely
 # registers. Agreeing votes add their lengths, so a handful of them carry the capsule past 0.9.
-# Votes at right angles add only their squared lengths, so it takes about the square of that
-# number, and random directions in 16 dimensions behave almost the same, since they are nearly at
-# right angles. Squash rewards agreement twice: agreeing votes make a long sum, and its $n^2$
-# regime crushes the short sum of scattered votes. Dynamic routing (lesson 03) goes one step
-# further and sends each part's vote where it agrees.
+# Votes at right angles add only their squared lengths: the sum grows with the square root of
+# their number, so it takes about the square of that handful. Random directions in 16 dimensions
+# are *not* at right angles (two of them have a mean |cos| of 0.21), but their cross terms cancel
+# on average: the sum's mean squared length is K a² (9.12 for these 57 votes), as for votes at
+# right angles, so they need about as many. Squash only reads the length of the sum, and agreement makes that length grow
+# like K instead of √K. Dynamic routing (lesson 03) goes one step further and sends each part's
+# vote where it agrees.
 
 # %% [markdown]
 # ## Summary

@@ -345,47 +345,6 @@ print(f"for comparison, a blank image gives lengths of {float(blank_lengths.min(
       f"{float(blank_lengths.max()):.3f} everywhere")
 
 # %% [markdown]
-# Do the capsule types of a **trained** network respond to different parts, as the intuition
-# above suggests? The network shipped with the course (`capsedu.pretrained()`, the CPU
-# configuration: 32 conv1 channels and 8 capsule types, trained on 55,000 MNIST digits for 15
-# epochs) gives these length maps for the same four digits — one row per digit, one 6×6 map per
-# type, all on one colour scale:
-
-# %%
-trained = capsedu.pretrained()
-with torch.no_grad():
-    trained_lengths = length_maps(trained.encode(x), trained.config.primary_types)  # (B, T, 6, 6)
-fig, axes = plt.subplots(len(x), trained.config.primary_types + 1, figsize=(11, 6.2),
-                         layout="constrained", width_ratios=[1.1] + [1] * trained.config.primary_types)
-for row, (digit_axes, maps) in enumerate(zip(axes, trained_lengths)):
-    digit_axes[0].imshow(x[row, 0], cmap="gray_r")
-    digit_axes[0].set_ylabel(f"label {int(labels[row])}")
-    for t, ax in enumerate(digit_axes[1:]):
-        shown = ax.imshow(maps[t], cmap="viridis", vmin=0, vmax=1)
-        if row == 0:
-            ax.set_title(f"type {t}", fontsize=9)
-    for ax in digit_axes:
-        ax.set(xticks=[], yticks=[])
-fig.colorbar(shown, ax=axes, shrink=0.6, label="capsule length")
-fig.suptitle("Primary-capsule lengths per type of the TRAINED network (6×6 grid each)")
-plt.show()
-strongest = trained_lengths.amax(dim=(2, 3))  # (B, T) the longest capsule of each type
-print("longest capsule of each type, per digit:")
-for label_k, row in zip(labels.tolist(), strongest):
-    print(f"  label {label_k}: " + " ".join(f"{value:.2f}" for value in row.tolist()))
-print(f"all {trained_lengths.numel():,} primary capsules of these {len(x)} digits "
-      f"({trained_lengths[0].numel()} each): shortest "
-      f"{trained_lengths.min():.2f}, median {trained_lengths.median():.2f}, "
-      f"{(trained_lengths > 0.9).float().mean():.0%} longer than 0.9")
-
-# %% [markdown]
-# **They do not — not in their lengths.** Every primary capsule of the trained network is
-# close to length 1 (of the 1,152 above: shortest 0.97, median 1.00, so all of them longer than
-# 0.9), at every position of the grid alike, and the maps differ only in faint patches. So in
-# this network a primary capsule's length says little about whether "its" part is present. Then
-# what does say what is in a capsule's window? Exercise 2 measures it.
-
-# %% [markdown]
 # ### Move the digit, move the capsules
 #
 # Convolutions are shift-equivariant, and the primary layer has total stride 2. So shifting the
@@ -447,9 +406,10 @@ _ = check_grid_size(grid_size)  # prints ✅ or a hint
 # - how much longer each capsule of `u` is than its counterpart in `u_ref` (negative if shorter);
 # - the angle between the two capsules, in degrees (0: same direction, 180: opposite).
 #
-# The lesson then feeds it the trained network's capsules of the four digits, against those of
-# a blank image and against those of another digit. Before you run it, predict: which of the two
-# numbers will change more?
+# The lesson then feeds it the primary capsules of the network shipped with the course
+# (`capsedu.pretrained()`, trained as the line printed below says), for the four digits, against
+# those of a blank image and against those of another digit. Before you run it, predict: which
+# of the two numbers will change more?
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def length_and_turn(u: torch.Tensor, u_ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -467,6 +427,8 @@ _ = check_length_and_turn(length_and_turn)  # prints ✅ or a hint
 # %% tags=["nbval-check-output"]
 measure = yours_or_reference(check_length_and_turn, length_and_turn, reference_length_and_turn,
                              name="length_and_turn")
+trained = capsedu.pretrained()  # the CPU configuration: 32 conv1 channels, 8 capsule types
+print(capsedu.shipped_summary("capsnet"))
 with torch.no_grad():
     digit_u = trained.encode(x)  # (4, I, D): the four digits
     blank_u = trained.encode(torch.zeros(1, 1, 28, 28))  # (1, I, D): no ink at all
@@ -486,6 +448,42 @@ for name, reference_u in (("a blank image", blank_u), ("another digit", other_u)
 # picture the paper's description of capsules suggests ("the length of the activity vector" as the
 # probability that an entity exists). One plausible reason: nothing in the loss asks primary
 # capsules to be short — the margin loss (lesson 04) constrains only the digit capsules' lengths.
+
+# %% [markdown]
+# Where does that leave the lengths? Here they are as maps over the grid: the same four digits,
+# one row per digit, one 6×6 map per capsule type, all on one colour scale.
+
+# %%
+with torch.no_grad():
+    trained_lengths = length_maps(trained.encode(x), trained.config.primary_types)  # (B, T, 6, 6)
+fig, axes = plt.subplots(len(x), trained.config.primary_types + 1, figsize=(11, 6.2),
+                         layout="constrained", width_ratios=[1.1] + [1] * trained.config.primary_types)
+for row, (digit_axes, maps) in enumerate(zip(axes, trained_lengths)):
+    digit_axes[0].imshow(x[row, 0], cmap="gray_r")
+    digit_axes[0].set_ylabel(f"label {int(labels[row])}")
+    for t, ax in enumerate(digit_axes[1:]):
+        shown = ax.imshow(maps[t], cmap="viridis", vmin=0, vmax=1)
+        if row == 0:
+            ax.set_title(f"type {t}", fontsize=9)
+    for ax in digit_axes:
+        ax.set(xticks=[], yticks=[])
+fig.colorbar(shown, ax=axes, shrink=0.6, label="capsule length")
+fig.suptitle("Primary-capsule lengths per type of the TRAINED network (6×6 grid each)")
+plt.show()
+strongest = trained_lengths.amax(dim=(2, 3))  # (B, T) the longest capsule of each type
+print("longest capsule of each type, per digit:")
+for label_k, row in zip(labels.tolist(), strongest):
+    print(f"  label {label_k}: " + " ".join(f"{value:.2f}" for value in row.tolist()))
+print(f"all {trained_lengths.numel():,} primary capsules of these {len(x)} digits "
+      f"({trained_lengths[0].numel()} each): shortest "
+      f"{trained_lengths.min():.2f}, median {trained_lengths.median():.2f}, "
+      f"{(trained_lengths > 0.9).float().mean():.0%} longer than 0.9")
+
+# %% [markdown]
+# Every primary capsule of the trained network is close to length 1 (of the 1,152 above:
+# shortest 0.97, median 1.00, so all of them longer than 0.9), at every position of the grid
+# alike; the maps differ only in faint patches. A map of lengths, the picture the capsule
+# intuition suggests, shows almost nothing here: the measurement had to look at directions.
 
 # %% [markdown]
 # ## Summary

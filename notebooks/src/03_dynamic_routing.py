@@ -338,13 +338,17 @@ print("r = 1: detach_inner makes no difference to the gradient")
 # differ. Whether that changes what a network learns, one gradient on random votes cannot tell.
 # `benchmarks/detach_inner.py` trained the shipped network's recipe both ways, three seeds each
 # (same data and the same initial weights for a seed), on the 55,000 training digits, shortened
-# to 3 of its 15 epochs to fit the study into an hour on 2 CPU cores, and recorded the results;
+# to a few of the recipe's epochs so that the study fits on the course's CPU machine (the first
+# line below prints how many, the cores and the total training time), and recorded the results;
 # the last line is the same study from when the course trained on 4,000 digits:
 
 # %% tags=["nbval-check-output"]
 detach_study = study("detach_inner")  # benchmarks/detach_inner.py, on the 55,000 training digits
-print(f"{detach_study['epochs']} epochs on {detach_study['train_data']['images']:,} training images, "
-      f"{len(detach_study['runs']) // 2} seeds each, tested on {detach_study['test_data']['images']:,} images")
+print(f"{detach_study['epochs']} of the recipe's {detach_study['recipe']['epochs']} epochs on "
+      f"{detach_study['train_data']['images']:,} training images, {len(detach_study['runs']) // 2} seeds each, "
+      f"tested on {detach_study['test_data']['images']:,} images; "
+      f"{sum(run['train_seconds'] for run in detach_study['runs']) / 60:.0f} min of training in all "
+      f"on {detach_study['cpu_count']} CPU cores")
 for setting, row in detach_study["summary"].items():
     print(f"detach_inner={setting:5s}: test accuracy {row['mean_accuracy']:.2%} (seeds from "
           f"{row['min_accuracy']:.2%} to {row['max_accuracy']:.2%}), {row['mean_train_seconds']:.0f} s of training")
@@ -376,7 +380,7 @@ print(f"on 4,000 training images ({small_study['epochs']} epochs): " + ", ".join
 # longer gradient alone costs. No accuracy gap reaches two standard errors of one test run, and
 # the largest is about the size of the spread between the seeds of one setting: seed by seed, the
 # two settings tie. Still, every seed leans the same way, and so does the mean of the 4,000-digit
-# study: a hint worth a larger study (more seeds, the recipe's full 15 epochs), not a finding. The
+# study: a hint worth a larger study (more seeds, all of the recipe's epochs), not a finding. The
 # course keeps `detach_inner=True`, with no measurable loss at either scale and a training time
 # that was shorter in this study (implementation included); with a GPU or more patience,
 # `CapsNetConfig(detach_inner=False)` follows the paper.
@@ -531,8 +535,8 @@ routing_strip(model, image, label)
 #
 # Write `prediction_vectors_matmul(W, u)` that returns the votes $\hat{\mathbf u}_{j|i} = \mathbf
 # W_{ij}\mathbf u_i$ **without** `einsum`, using the `@` operator and broadcasting. `W` is
-# (I, J, D_out, D_in), `u` is (B, I, D_in), the result (B, I, J, D_out). Hint: make `u` a column
-# vector per (b, i) and give it a J axis of size 1.
+# (I, J, D_out, D_in), `u` is (B, I, D_in), the result (B, I, J, D_out). Hint: think about which
+# axes `@` multiplies and which it broadcasts over.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def prediction_vectors_matmul(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

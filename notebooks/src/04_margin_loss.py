@@ -106,10 +106,8 @@ margin_loss = yours_or_reference(check_margin_loss, my_margin_loss, capsedu.marg
 
 # %% [markdown]
 # The check tries your loss on a batch with one or two digits per image and compares it with
-# Eq. 4 and with the mistakes people make in it: hinges that are not squared, $\lambda$ on the
-# present term instead of the absent one, swapped margins, a missing $\max(0, \cdot)$, a mean
-# over the classes, or a sum over the batch (the loss would then grow with the batch size, and
-# so would every gradient step).
+# Eq. 4 and with the usual mistakes in Eq. 4; when yours differs, it names the mistake it
+# recognises.
 #
 # A worked example: one image of a 3, and capsule lengths a half-trained network might give.
 # Only three classes cost anything — the 3 (too short), and the 5 and 8 (too long):
@@ -187,14 +185,14 @@ for bad_targets in (torch.tensor([3, 12]), torch.tensor([[0.0, 0.5] + [0.0] * 8]
 
 # %% [markdown]
 # It follows Eq. 4. The authors' own code differs by a constant: its `_margin_loss`
-# ([Sarasra/models, research/capsules/models/layers.py](https://github.com/Sarasra/models/blob/master/research/capsules/models/layers.py))
+# ([Sarasra/models, research/capsules/models/layers/layers.py](https://github.com/Sarasra/models/blob/master/research/capsules/models/layers/layers.py))
 # multiplies both terms by 0.5. Its loss is half of Eq. 4, so next to it the paper's reconstruction
 # weight of 0.0005 (lesson 05) counts twice as much as it would next to Eq. 4.
 #
 # ### On a real, untrained CapsNet
 #
-# A freshly initialised CapsNet (its `W` has standard deviation 0.01) produces tiny votes, so
-# every digit capsule starts almost at length 0. Then every absent class already sits below
+# A freshly initialised CapsNet (its `W` is drawn with a small standard deviation, printed below)
+# produces tiny votes, so every digit capsule starts almost at length 0. Then every absent class already sits below
 # $m^- = 0.1$ and costs nothing, and each image costs almost exactly $(m^+)^2 = 0.81$ from its
 # present class alone. Split the loss of a real batch into its two parts:
 
@@ -202,7 +200,9 @@ for bad_targets in (torch.tensor([3, 12]), torch.tensor([[0.0, 0.5] + [0.0] * 8]
 train_data = capsedu.load_mnist("train")
 images = train_data.subset(32, seed=0)
 with torch.no_grad():
-    start_lengths = CapsNet(CapsNetConfig.cpu())(images.images).lengths  # (B, J)
+    fresh = CapsNet(CapsNetConfig.cpu())
+    start_lengths = fresh(images.images).lengths  # (B, J)
+print(f"standard deviation of the fresh W: {float(fresh.class_caps.W.detach().std()):.3f}")
 targets = torch.nn.functional.one_hot(images.labels, 10).float()  # (B, J)
 present_part = capsedu.margin_loss(start_lengths, targets, lam=0.0)
 total = capsedu.margin_loss(start_lengths, targets)
@@ -336,8 +336,8 @@ _ = check_multi_hot(to_multi_hot)  # prints ✅ or a hint
 # this course's sources ([nn.labml.ai](https://nn.labml.ai/capsule_networks/index.html)),
 # written as a function. It takes the digit capsules themselves, (B, J, D), and class indices.
 # It runs, and its values look plausible. Test it before you trust it: evaluate it where you know
-# Eq. 4's value (the worked example above, with capsules of those lengths), and look at its
-# gradient when a capsule is exactly zero. Then write `fixed_peer_loss(v, labels)`, with the same
+# Eq. 4's value (the worked example above, with capsules of those lengths), and test its values
+# and gradients, edge cases included. Then write `fixed_peer_loss(v, labels)`, with the same
 # inputs, that computes Eq. 4 and has finite gradients for any capsules.
 
 # %%

@@ -31,7 +31,8 @@
 # - read a **reconstruction** as what the winning capsule encodes about a digit;
 # - write the **Figure 4 probe** yourself: perturb one dimension of the winning digit capsule,
 #   mask the others, decode; and **name** what some dimensions control;
-# - tell a dimension that **moves** the digit from one that only redistributes its ink;
+# - **measure** what a pose dimension does to the drawing, and judge a one-number summary of it
+#   against the pictures;
 # - use the **perturbation explorer** and the **routing explorer** (`capsedu.explore.widgets`);
 # - say what routing does and does not do in a trained network, with numbers;
 # - read **coupling coefficients** on the primary-capsule grid and the capsule lengths after each
@@ -194,17 +195,13 @@ print("the probe and routing agree with capsedu ✅")
 perturbation_grid(model, image, strongest=6)
 
 # %% [markdown]
-# Each of these dimensions changes the 7 smoothly, and each in its own way: dimension 1 takes a
-# faint, thin 7 (−0.25) to a bold, heavy one (+0.25), dimension 12 curls the left end of the bar
-# down into a heavy hook at −0.25 and leaves a narrow, thin, slanted 7 at +0.25, dimension 8
-# lengthens and flattens the bar while the stem leans further, dimension 14 takes a wide, bold 7
-# with a long bar to a narrow, thin one with a short bar, and dimension 4 grows the bar from a
-# stub (the −0.25 end is almost a 1) into a long, bold one. The changes are not as clean as the
-# paper's Figure 4 — several dimensions change width, slant and thickness together, dimensions 12
-# and 14 both make the 7 narrower and dimensions 1, 4 and 10 all make it bolder — and every
-# picture is still a 7. (This network has 8 types of primary capsule where the paper's has 32,
-# and it was trained for only the epochs printed at the top; XifengGuo's CapsNet-Keras, a
-# faithful reimplementation, trains for 50.)
+# Each of these dimensions changes the 7 smoothly, and each in its own way: stroke weight, the
+# length and angle of the bar, the slant of the stem, the width of the digit. The changes are not
+# as clean as the paper's Figure 4 — several dimensions change width, slant and thickness
+# together — and every picture is still a 7. (This network has 8 types of primary capsule where
+# the paper's has 32, and it was trained for only the epochs printed at the top; XifengGuo's
+# CapsNet-Keras, a faithful reimplementation, trains for 50.) Exercise 1 measures what each row
+# does; look at the rows closely before you do it.
 #
 # All sixteen rows, smaller, with each row's effect — the others change the digit less, a few
 # of them hardly at all:
@@ -291,7 +288,8 @@ router.frames()
 # ### What routing does in this network, in numbers
 #
 # With $r = 1$ there is no routing at all: every coupling is $1/J$ and each digit capsule is the
-# squashed average of its votes, so the votes — $\mathbf W$ — decide alone. Routing is what $r = 3$
+# squash of its votes summed with weight $1/J$ each ($I/J$ times their average: the average's
+# direction, longer), so the votes — $\mathbf W$ — decide alone. Routing is what $r = 3$
 # adds. Over the test images searched: how often does it change the prediction, and how much of the
 # votes (length-weighted, as in the explorer) reaches the predicted class?
 
@@ -511,6 +509,14 @@ else:
 # Each digit capsule has its own transformation matrices $\mathbf W_{ij}$, and its dimensions
 # mix position with slant, width and stroke weight. To read a pose dimension, compare whole
 # pictures, not one summary of the ink.
+#
+# Read the 7's grid again with this in mind. Dimension 1 takes a faint, thin 7 (−0.25) to a bold,
+# heavy one (+0.25); dimension 12 curls the left end of the bar down into a heavy hook at −0.25
+# and leaves a narrow, thin, slanted 7 at +0.25; dimension 8 lengthens and flattens the bar while
+# the stem leans further; dimension 14 takes a wide, bold 7 with a long bar to a narrow, thin one
+# with a short bar; dimension 4 grows the bar from a stub (the −0.25 end is almost a 1) into a
+# long, bold one. Dimensions 12 and 14 both make the 7 narrower, and dimensions 1, 4 and 10 all
+# make it bolder: one dimension, several properties.
 
 # %% [markdown]
 # ## Summary

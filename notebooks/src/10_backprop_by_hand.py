@@ -139,8 +139,9 @@ def my_lengths_backward(dlengths: np.ndarray, cache) -> np.ndarray:
 # $h^2$. To check a backward pass, nudge one input entry up and down, recompute the loss, and
 # compare the slope with what the backward returned. The **relative error**
 # $|a - n| / (|a| + |n|)$ of analytic $a$ and numerical $n$ is scale-free: in float64 with
-# $h = 10^{-6}$ a right gradient gives $10^{-6}$ or less (the worst entries are those whose
-# gradient is nearly 0, where rounding is large relative to it), a wrong term $10^{-2}$ or more.
+# $h = 10^{-6}$ a right gradient's worst entry gives about $10^{-6}$ to $10^{-5}$ or less (the
+# worst entries are those whose gradient is nearly 0, where rounding is large relative to it), a
+# wrong term $10^{-2}$ or more.
 # `nc.grad_check` does this for every entry (or a random sample of a large array) and names the
 # worst one. Check the two backward passes above, chained, on small random capsules:
 
@@ -300,24 +301,20 @@ routing_graph(3)
 
 # %% [markdown]
 # Read it backwards, from the loss. The gradient $\partial\mathbf v^{(r)}$ comes through the
-# lengths. Then, for iteration $t = r, r-1, \dots, 1$:
-#
-# 1. through squash: $\partial\mathbf s^{(t)}$ from $\partial\mathbf v^{(t)}$ (section 4);
-# 2. through $\mathbf s^{(t)}_j = \sum_i c^{(t)}_{ij}\hat{\mathbf u}_{j|i}$: the votes receive
-#    $c^{(t)}_{ij}\,\partial\mathbf s^{(t)}_j$, **added** to what they already have; the couplings
-#    receive $\partial c^{(t)}_{ij} = \hat{\mathbf u}_{j|i}\cdot\partial\mathbf s^{(t)}_j$;
-# 3. through the softmax (section 5): $\partial b^{(t)}$ from $\partial c^{(t)}$, **plus** the
-#    gradient $b^{(t)}$ already received from $b^{(t+1)} = b^{(t)} + \hat{\mathbf u}\cdot\mathbf v^{(t)}$;
-# 4. through that agreement, into iteration $t - 1$: the votes receive
-#    $\partial b^{(t)}_{ij}\,\mathbf v^{(t-1)}_j$ (added again), and
-#    $\partial\mathbf v^{(t-1)}_j = \sum_i \partial b^{(t)}_{ij}\,\hat{\mathbf u}_{j|i}$ starts
-#    step 1 of the earlier iteration.
+# lengths. Then each iteration, from the last to the first, undoes its forward in reverse order:
+# the squash (section 4); the weighted sum $\mathbf s^{(t)}_j = \sum_i c^{(t)}_{ij}\hat{\mathbf u}_{j|i}$,
+# which sends a gradient to the votes and to the couplings; the softmax (section 5), from
+# $c^{(t)}$ to $b^{(t)}$; and the agreement $b^{(t)} = b^{(t-1)} + \hat{\mathbf u}\cdot\mathbf v^{(t-1)}$,
+# which sends a gradient to the votes, to $b^{(t-1)}$ and to $\mathbf v^{(t-1)}$ — where the
+# earlier iteration starts. A variable used more than once receives the **sum** of its uses'
+# gradients (section 1): the votes feed every sum and every agreement, and each $b^{(t)}$ feeds
+# both its own softmax and the next logits.
 #
 # Counting: $r$ uses of $\hat{\mathbf u}$ in the sums $\mathbf s^{(t)}$ and $r - 1$ in the
 # agreements, **five contributions** for $r = 3$. Forget one and the gradient is wrong, yet
 # training still runs — the classic silent bug. With `detach_inner=True` (lesson 03, and
 # `capsedu`'s default) the votes of the inner iterations are detached: only the red path remains,
-# step 2 of the last iteration with its couplings held fixed. That backward is two lines:
+# the last iteration's weighted sum with its couplings held fixed. That backward is two lines:
 
 # %%
 def routing_backward_detached(dv: np.ndarray, cache: dict) -> np.ndarray:
@@ -334,11 +331,10 @@ def routing_backward_detached(dv: np.ndarray, cache: dict) -> np.ndarray:
 #
 # **Build it.** Write `my_routing_backward(dv, cache)` for the cache of
 # `nc.dynamic_routing(u_hat, r, detach_inner=False)`: return $\partial\hat{\mathbf u}$
-# (B, I, J, D), the gradient through *all* iterations, following steps 1–4 from the last
+# (B, I, J, D), the gradient through *all* iterations, following the graph from the last
 # iteration to the first. Use `squash_backward` (yours, or capsedu's) and
-# `nc.softmax_backward(c, dc, axis=2)`. Keep two running arrays: `du_hat`, to which every use of
-# the votes adds, and `db`, the gradient reaching the logits from later iterations. The check
-# runs it with 1, 2 and 3 iterations against central differences.
+# `nc.softmax_backward(c, dc, axis=2)`. The check runs it with 1, 2 and 3 iterations against
+# central differences.
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def my_routing_backward(dv: np.ndarray, cache: dict) -> np.ndarray:
@@ -365,6 +361,22 @@ _ = check_routing_backward(my_routing_backward)  # prints ✅ or a hint
 # %% tags=["nbval-check-output"]
 routing_backward = yours_or_reference(check_routing_backward, my_routing_backward,
                                       nc.dynamic_routing_backward, name="my_routing_backward")
+
+# %% [markdown]
+# The steps, written out. Two running arrays carry the sums: `du_hat`, to which every use of the
+# votes adds, and `db`, the gradient reaching the logits from later iterations. For iteration
+# $t = r, r-1, \dots, 1$:
+#
+# 1. through squash: $\partial\mathbf s^{(t)}$ from $\partial\mathbf v^{(t)}$ (section 4);
+# 2. through $\mathbf s^{(t)}_j = \sum_i c^{(t)}_{ij}\hat{\mathbf u}_{j|i}$: the votes receive
+#    $c^{(t)}_{ij}\,\partial\mathbf s^{(t)}_j$, **added** to what they already have; the couplings
+#    receive $\partial c^{(t)}_{ij} = \hat{\mathbf u}_{j|i}\cdot\partial\mathbf s^{(t)}_j$;
+# 3. through the softmax (section 5): $\partial b^{(t)}$ from $\partial c^{(t)}$, **plus** the
+#    gradient $b^{(t)}$ already received from $b^{(t+1)} = b^{(t)} + \hat{\mathbf u}\cdot\mathbf v^{(t)}$;
+# 4. through that agreement, into iteration $t - 1$: the votes receive
+#    $\partial b^{(t)}_{ij}\,\mathbf v^{(t-1)}_j$ (added again), and
+#    $\partial\mathbf v^{(t-1)}_j = \sum_i \partial b^{(t)}_{ij}\,\hat{\mathbf u}_{j|i}$ starts
+#    step 1 of the earlier iteration.
 
 # %% [markdown]
 # ## Check it
@@ -756,8 +768,8 @@ for name, options in departures.items():
 #   walks them from last to first, carrying `db` and adding into `du_hat`. With `detach_inner=True`
 #   only the last iteration's sum remains — the gradient of a different function than the one
 #   routing computes, on purpose.
-# - Check every gradient twice: central differences in float64 (relative error $10^{-6}$ or
-#   less when right, $10^{-2}$ or more for a wrong term) and autograd.
+# - Check every gradient twice: central differences in float64 (relative error about $10^{-6}$
+#   to $10^{-5}$ or less when right, $10^{-2}$ or more for a wrong term) and autograd.
 # - A gradient check cannot catch a wrong forward pass, such as pyCapsNet's softmax over the
 #   input capsules or its logits averaged over the batch: test the forward for Procedure 1's
 #   properties — images routed independently, each row of $c$ summing to 1 over $j$.

@@ -41,8 +41,8 @@
 #
 # - write Efficient-CapsNet's squash, $(1 - e^{-\lVert s\rVert})\,s/\lVert s\rVert$, and say how it
 #   differs from Eq. 1 near zero;
-# - compute **self-attention routing**: the attention matrix of one output capsule's predictions,
-#   the couplings as a softmax over the output capsules, the learned priors;
+# - write **self-attention routing**, Efficient-CapsNet's one-pass router, from its description,
+#   and check it;
 # - explain how it differs from Procedure 1: no iterations, and agreement *between predictions*
 #   instead of agreement with the output;
 # - read a comparison of routing methods measured on one bench — parameters, accuracy on clean,
@@ -121,17 +121,16 @@ for length in (0.01, 0.1, 0.5, 1.0, 3.0):
 #
 # ### Self-attention routing, by hand
 #
-# Take predictions $\hat{\mathbf u}_{j|i}$ (B, I, J, D), as in lesson 03. For each output capsule
-# $j$, self-attention routing compares every prediction with every other one:
-#
-# $$A_{j,ik} = \frac{\hat{\mathbf u}_{j|i}\cdot\hat{\mathbf u}_{j|k}}{\sqrt D},\qquad
-#   c_{ij} = \operatorname{softmax}_j\Big(\sum_k A_{j,ik}\Big),\qquad
-#   \mathbf s_j = \sum_i (c_{ij} + b_{ij})\,\hat{\mathbf u}_{j|i},\qquad
-#   \mathbf v_j = \operatorname{squash}(\mathbf s_j).$$
-#
-# A prediction that many others agree with gets a large row sum of $A_j$, and so a large share
-# of its input capsule. The priors $b_{ij}$ (`prior` in capsedu, (I, J)) are learned parameters.
-# There is no loop.
+# Take predictions $\hat{\mathbf u}_{j|i}$ (B, I, J, D), as in lesson 03. Procedure 1 finds its
+# couplings by agreement with the output, iteration after iteration. Efficient-CapsNet (Mazzia et
+# al. 2021, Section 3) finds them in one pass and never looks at the output: for each output
+# capsule $j$, each prediction $\hat{\mathbf u}_{j|i}$ is scored by how well it agrees with *the
+# other predictions for the same output* — scaled dot products, as in attention, with every
+# prediction for $j$ (itself included), divided by $\sqrt D$ and summed. These scores become
+# the couplings $c_{ij}$: each input capsule shares itself out over the outputs, as in
+# Procedure 1. A learned prior $b_{ij}$ (`prior` in capsedu, (I, J)) is added to each coupling
+# after that, and each output capsule is Efficient-CapsNet's squash of its predictions weighted
+# by coupling plus prior. There is no loop.
 #
 # Write `my_self_attention_routing(u_hat, prior)`: predictions (B, I, J, D) and priors (I, J) in;
 # the output capsules v (B, J, D) and the couplings c (B, I, J) out (c without the priors), with
@@ -168,7 +167,16 @@ attention_routing = yours_or_reference(check_self_attention, my_self_attention_r
 # %% [markdown]
 # ## Check it
 #
-# Both pieces against `capsedu.nets.self_attention`, on the six inputs above:
+# What you wrote, as equations (Mazzia et al. 2021, Section 3):
+#
+# $$A_{j,ik} = \frac{\hat{\mathbf u}_{j|i}\cdot\hat{\mathbf u}_{j|k}}{\sqrt D},\qquad
+#   c_{ij} = \operatorname{softmax}_j\Big(\sum_k A_{j,ik}\Big),\qquad
+#   \mathbf s_j = \sum_i (c_{ij} + b_{ij})\,\hat{\mathbf u}_{j|i},\qquad
+#   \mathbf v_j = \operatorname{squash}(\mathbf s_j).$$
+#
+# A prediction that many others agree with gets a large row sum of $A_j$, and so a large share
+# of its input capsule. Both pieces against `capsedu.nets.self_attention`, on the six inputs
+# above:
 
 # %% tags=["nbval-check-output"]
 s = torch.randn(4, 10, 16)

@@ -349,9 +349,8 @@ if predicted:
 # %% [markdown]
 # The three networks make the same kinds of mistakes. Shirts are the hardest of the four
 # upper-body classes for each — 75.1 %, 76.0 % and 75.3 % of the 1,000 test shirts read right —
-# and go mostly to T-shirt, then to coat and pullover; the other upper-body classes are read
-# right far more often (the diagonals). The
-# confusion lives in the images — at 28 × 28 a shirt's collar and buttons are a few pixels — not
+# and go mostly to T-shirt, then to coat and pullover (about equally for the CapsNet); the
+# other upper-body classes are read right far more often (the diagonals). The confusion lives in the images — at 28 × 28 a shirt's collar and buttons are a few pixels — not
 # in one kind of network.
 #
 # What does a capsule see in a shirt? The CapsNet's decoder redraws an image from one class
@@ -582,8 +581,8 @@ for dataset in ("mnist", "fashion"):
 # ### 3. The scaling critique
 #
 # **Near-static routing.** If routing adapted to each image, each coupling $c_{ij}$ would move
-# from image to image; Mitterreiter et al. argue it hardly does. Lesson 12's Exercise 2 measured the
-# **spread** (each coupling's standard deviation across images, averaged); add the **entropy** of
+# from image to image; Mitterreiter et al. argue it hardly does. Lesson 12's Explore section
+# (*How much does routing depend on the image?*) measured the **spread** (each coupling's standard deviation across images, averaged); add the **entropy** of
 # each primary capsule's couplings over the classes, divided by $\log J$ — 1 when a capsule
 # spreads its vote evenly, 0 when it sends everything to one parent, as a parse tree would:
 
@@ -599,6 +598,10 @@ print(f"dynamic routing on {n_images} test digits: spread {float(coupling_spread
 print(f"largest coupling of any capsule on any digit {float(c.max()):.3f}, "
       f"i.e. {float(c.max()) * c.shape[2]:.1f} times a fair share; couplings above 3 fair shares: "
       f"{float((c > 3 / c.shape[2]).float().mean()):.3%}")
+with torch.no_grad():
+    attention_c = efficient(digits.images[:n_images], return_couplings=True).couplings  # (N, I, J), self-attention
+print(f"Efficient-CapsNet's self-attention on the same digits: spread {float(coupling_spread(attention_c)):.4f}, "
+      f"mean coupling {float(attention_c.mean()):.3f}")
 
 # %% [markdown]
 # Do the couplings matter for the answer? With one iteration every coupling is exactly $1/J$ — no
@@ -625,8 +628,10 @@ print(capsedu.compare_accuracies("routed", routed, n_test, "uniform", uniform, n
 # does not need them: with uniform couplings ($r = 1$) the shipped CapsNet names 99.59 % of the
 # test digits against 99.55 % with routing, a tie, and the two disagree on 13 of 10,000. For this
 # network the first claim holds: routing is near-static, and the learned $\mathbf W$ decide (lesson
-# 07 found the same; lesson 12 found the opposite for Efficient-CapsNet's self-attention, whose
-# uniform-coupling ablation lost accuracy).
+# 07 found the same). Efficient-CapsNet's self-attention is another case: its couplings vary a
+# lot from digit to digit (spread 0.106 on the same digits, printed above), yet in lesson 12 the
+# same network trained with uniform couplings tied with it. Couplings that vary are not thereby
+# needed.
 #
 # **Starving capsules.** A capsule's length is the network's belief that its entity is present.
 # One that is short on every image never takes part (dead); one that is long on every image
@@ -662,7 +667,7 @@ for init, text in deep["inits"].items():
     print(f"  {init:10s} {text}")
 seeds = sorted({r["seed"] for r in deep["runs"]})
 header = (f"routed layers  start       validation accuracy, seeds {seeds}".ljust(73)
-          + "|grad W| per routed layer after training, seed 0")
+          + "|grad W| after training, seed 0: per routed layer; first convolution")
 print(header)
 for init in deep["inits"]:
     for depth in (1, 2, 3):
@@ -670,7 +675,7 @@ for init in deep["inits"]:
         accuracies = " ".join(f"{r['validation_accuracy'][-1]:6.1%}" for r in runs)
         last = next(r for r in runs if r["seed"] == 0)["gradient_norms"][-1]
         norms = " ".join(f"{last[f'routed{k + 1}']:8.1e}" for k in range(depth))
-        print(f"{depth:^13d}  {init:10s}  {accuracies:45s}  {norms}")
+        print(f"{depth:^13d}  {init:10s}  {accuracies:45s}  {norms.ljust(26)}  conv1 {last['conv1']:7.1e}")
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
@@ -701,8 +706,8 @@ for init in deep["inits"]:
 
 # %% [markdown]
 # With `DigitCaps`'s default start, two or three routed layers learn nothing at all: the gradient
-# reaching every routed layer's $\mathbf W$ — and even the first convolution's (the study records
-# it) — is 6.3e-16 or smaller with two layers and exactly 0 with three, and the validation
+# reaching every routed layer's $\mathbf W$ — and even the first convolution's (the last column) —
+# is 6.3e-16 or smaller with two layers and exactly 0 with three, and the validation
 # accuracy stays where the random start left it (8.0 %, 16.8 % and 7.3 % for the three seeds;
 # 10.0 % with three layers); every capsule is dead. The reason is Eq. 1 near zero: a vector of length $|s|$ comes out at
 # about $|s|^2$, so short capsules come out shorter at every level, and the gradient flows back
@@ -714,7 +719,7 @@ for init in deep["inits"]:
 # digits, against 94.5–94.9 % with one — depth brings no gain here. The routed layers' gradients
 # still shrink on the way down, with two layers from 7.7e-03 to 3.1e-04 and with three from
 # 1.1e-02 to 1.4e-03 to 2.2e-04 (seed 0, after training), though the first convolution's gradient
-# is larger again (recorded in the study): the lower capsule layers learn slowest, and whether
+# is larger again (the last column): the lower capsule layers learn slowest, and whether
 # that is what blocks a parse tree these brief runs cannot decide. And a parse tree? A child that
 # chose one parent would have couplings of entropy 0 and a largest coupling of 1. No layer comes
 # near: entropies 0.842 to 0.995, mean largest couplings 0.047 to 0.214 — the middle layer of the
