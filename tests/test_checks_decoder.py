@@ -7,13 +7,8 @@ from torch import nn
 
 from capsedu import CapsNet, CapsNetConfig, mask_capsules, reconstruction_loss
 from capsedu.course.checks._kit import STUB_HINT
-from capsedu.course.checks.decoder import (
-    check_closest_input,
-    check_decoder,
-    check_mask,
-    check_reconstruct_as,
-    check_reconstruction_loss,
-)
+from capsedu.course.checks.decoder import check_decoder, check_mask, check_reconstruction_loss
+from capsedu.course.checks.decoder_exercises import check_closest_input, check_reconstruct_as
 from capsedu.nets.capsnet import decoder_network
 
 pytestmark = pytest.mark.unit

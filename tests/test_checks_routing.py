@@ -7,14 +7,12 @@ import torch
 
 from capsedu import dynamic_routing, squash
 from capsedu.course.checks._kit import STUB_HINT
-from capsedu.course.checks.routing import (
-    MISTAKES,
+from capsedu.course.checks.routing import MISTAKES, check_routing, routing_with_mistake
+from capsedu.course.checks.routing_exercises import (
     check_logit_changes,
     check_predictions,
-    check_routing,
     check_wrong_axis_output,
     logit_changes_reference,
-    routing_with_mistake,
 )
 
 pytestmark = pytest.mark.unit

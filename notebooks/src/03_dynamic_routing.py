@@ -60,13 +60,12 @@ from torch.utils.data import DataLoader
 import capsedu
 from capsedu import CapsNetConfig, DigitCaps, dynamic_routing, squash
 from capsedu.course.checks import yours_or_reference
-from capsedu.course.checks.routing import (
+from capsedu.course.checks.routing import check_routing, routing_with_mistake
+from capsedu.course.checks.routing_exercises import (
     check_logit_changes,
     check_predictions,
-    check_routing,
     check_wrong_axis_output,
     logit_changes_reference,
-    routing_with_mistake,
 )
 from capsedu.explore.figures import routing_strip
 from capsedu.explore.probes import vote_shares

@@ -54,8 +54,8 @@ from torch.utils.data import DataLoader
 
 import capsedu
 from capsedu.course.checks import yours_or_reference
-from capsedu.course.checks.decoder import (check_closest_input, check_decoder, check_mask,
-                                           check_reconstruct_as, check_reconstruction_loss)
+from capsedu.course.checks.decoder import check_decoder, check_mask, check_reconstruction_loss
+from capsedu.course.checks.decoder_exercises import check_closest_input, check_reconstruct_as
 from capsedu.explore.figures import image_rows
 from capsedu.nets.capsnet import decoder_network
 

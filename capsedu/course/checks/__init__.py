@@ -7,15 +7,17 @@ mode (``CAPSEDU_GRADING=1``) a failed check raises :class:`CheckFailed` as well,
 autograder such as nbgrader counts it. Only the checks here are named ``check_*``; a guard that
 raises on a bad argument elsewhere in the package is a ``require_*``.
 
-* ``_kit`` - the vocabulary the checks share (hints, stubs, grading mode, and
+* ``_kit`` - the vocabulary the checks share (hints, stubs, the learner's tensor, grading mode, and
   :func:`yours_or_reference`: after a Build-it check, the learner's function or ``capsedu``'s)
 * ``_probe`` - a tiny seeded CapsNet to probe the learner's code with
 * ``start`` - lesson 00: agreement of parts (the spread of their predictions, a threshold)
 * ``squash`` - lesson 01: the squashing non-linearity, the input length for a length, votes needed
 * ``primary`` - lesson 02: the capsule reshape (type-major), the grid size, length and turn
-* ``routing`` - lesson 03: Procedure 1 (loop and vectorised), the wrong axis, |Δb| per iteration
+* ``routing`` - lesson 03: Procedure 1 (loop and vectorised), and Procedure 1 with one named mistake
+* ``routing_exercises`` - lesson 03's exercises: the predictions, the wrong axis, |Δb| per iteration
 * ``margin`` - lesson 04: the margin loss (Eq. 4), a peer's capsule loss, the pull on a length
-* ``decoder`` - lesson 05: masking, the decoder, the SSE reconstruction loss, the closest input
+* ``decoder`` - lesson 05: masking, the decoder, the SSE reconstruction loss
+* ``decoder_exercises`` - lesson 05's exercises: redrawing from a chosen capsule, the closest input
 * ``training`` - lesson 06: one training step, margin violations, uniform couplings
 * ``exploring`` - lesson 07: the Fig. 4 probe (perturb one dimension, decode), a shift that a
   stroke-weight change cannot fake

@@ -5,7 +5,8 @@ r"""The small vocabulary every exercise check is written in.
   grading mode (``CAPSEDU_GRADING=1`` in the kernel's environment, as the nbgrader course sets
   it) a failed check also raises :class:`CheckFailed`, so an autograder counts the failure.
 * :func:`call_learner` - runs the learner's function and turns whatever it raises into a hint;
-  an unfinished handout stub (``raise NotImplementedError``) gets "not written yet".
+  an unfinished handout stub (``raise NotImplementedError``) gets "not written yet";
+  :func:`learner_tensor` - the same, for a function that must return a tensor;
 * :func:`close`, :func:`shape_of` - comparisons and descriptions for hints;
 * :func:`diagnose` - a learner's tensor against the right one and the known mistakes.
 
@@ -86,6 +87,14 @@ def call_learner(fn: Callable, *args: object, what: str = "your function") -> tu
         return None, STUB_HINT
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
         return None, f"{what} raised {type(error).__name__}: {error}"
+
+
+def learner_tensor(fn: Callable, *args: object) -> tuple[torch.Tensor | None, str]:
+    r"""``(fn(*args) detached, "")``, or ``(None, hint)`` when it raises or returns no tensor."""
+    out, hint = call_learner(fn, *args)
+    if not hint and not isinstance(out, torch.Tensor):
+        hint = f"return a torch.Tensor, got {shape_of(out)}"
+    return (None, hint) if hint else (out.detach(), "")
 
 
 def close(a: object, b: torch.Tensor, *, rtol: float = 1e-4, atol: float = 1e-6) -> bool:

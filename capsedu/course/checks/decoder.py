@@ -1,5 +1,6 @@
-r"""Checks for lesson 05: masking, the decoder and the reconstruction loss (Section 4.1), and
-whether a reconstruction is closest to its own input.
+r"""Checks for lesson 05's Build it: masking, the decoder and the reconstruction loss (Section 4.1).
+The lesson's exercises (a reconstruction from a chosen capsule, the closest input) are checked in
+:mod:`.decoder_exercises`.
 
 Each Build-it check names the mistakes met in the wild: masking by the longest capsule while
 training, masking nothing, a mask along the wrong axis; a decoder that reads one 16-D capsule
@@ -9,7 +10,6 @@ over the batch, unsquared errors.
 
 Shape legend:
     B      batch size
-    N      images of one class (closest_input)
     J      digit capsules, one per class (10)
     D_out  digit capsule dimension (16)
     P      pixels per image (784 = 28 * 28)
@@ -22,9 +22,14 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from capsedu.course.checks._kit import STUB_HINT, CheckResult, call_learner, shape_of, verdict
-from capsedu.course.checks._probe import probe_capsnet
-from capsedu.nets.capsnet import CapsNet, mask_capsules
+from capsedu.course.checks._kit import (
+    STUB_HINT,
+    CheckResult,
+    call_learner,
+    learner_tensor,
+    verdict,
+)
+from capsedu.nets.capsnet import mask_capsules
 from capsedu.nets.losses import reconstruction_loss
 
 MaskFn = Callable[..., torch.Tensor]
@@ -53,7 +58,7 @@ def _square_capsules() -> tuple[torch.Tensor, torch.Tensor]:
 def _wrong_axis_hint(fn: Callable, labels_given: bool) -> str:
     r"""The hint for a mask built along the wrong axis, found on the square probe, or ''."""
     capsules, labels = _square_capsules()
-    out, problem = _tensor_of(fn, *((capsules.clone(), labels.clone()) if labels_given else (capsules.clone(),)))
+    out, problem = learner_tensor(fn, *((capsules.clone(), labels.clone()) if labels_given else (capsules.clone(),)))
     if problem or out.shape != (10, 100):
         return ""
     lengths = capsules.norm(dim=-1)  # (B, J)
@@ -68,14 +73,6 @@ def _wrong_axis_hint(fn: Callable, labels_given: bool) -> str:
                   "a capsule's length is its norm over its D_out numbers (the LAST axis, dim=-1), "
                   "not over the classes (dim=1)": mask_capsules(capsules, capsules.norm(dim=1).argmax(dim=1))}
     return next((hint for hint, w in wrong.items() if torch.allclose(out, w, atol=1e-6)), "")
-
-
-def _tensor_of(fn: Callable, *args: object) -> tuple[torch.Tensor | None, str]:
-    r"""The learner's output, detached, or a hint (it raised, or returned no tensor)."""
-    out, hint = call_learner(fn, *args)
-    if not hint and not isinstance(out, torch.Tensor):
-        hint = f"return a torch.Tensor, got {shape_of(out)}"
-    return (None, hint) if hint else (out.detach(), "")
 
 
 def _mask_problem(out: torch.Tensor, capsules: torch.Tensor, keep: torch.Tensor,
@@ -106,7 +103,7 @@ def check_mask(fn: MaskFn, *, quiet: bool = False) -> CheckResult:
     r"""Check ``fn(capsules, labels=None)`` against :func:`capsedu.mask_capsules`."""
     capsules, labels = _probe_capsules()
     lengths = capsules.norm(dim=-1)  # (B, J)
-    out, problem = _tensor_of(fn, capsules.clone(), labels.clone())
+    out, problem = learner_tensor(fn, capsules.clone(), labels.clone())
     if problem and problem != STUB_HINT:
         problem = _wrong_axis_hint(fn, labels_given=True) or problem
     if not problem:
@@ -114,7 +111,7 @@ def check_mask(fn: MaskFn, *, quiet: bool = False) -> CheckResult:
             "with labels you must keep the capsule of the TRUE class, not the longest one "
             "(the longest is only for test time, when labels is None)": lengths.argmax(dim=1)})
     if not problem:
-        out, problem = _tensor_of(fn, capsules.clone())
+        out, problem = learner_tensor(fn, capsules.clone())
         if problem:
             problem = (_wrong_axis_hint(fn, labels_given=False)
                        or problem + " (called without labels, as at test time)")
@@ -161,7 +158,7 @@ def _decoder_problem(decoder: object) -> str:
     problem = _linear_problem(decoder)
     if not problem:
         masked = torch.randn(4, 160, generator=torch.Generator().manual_seed(0))  # (B, J*D_out)
-        out, problem = _tensor_of(decoder, masked)
+        out, problem = learner_tensor(decoder, masked)
         if not problem and out.reshape(4, -1).shape != (4, 784):
             problem = f"a (4, 160) input must give 4 images of 784 pixels, got {tuple(out.shape)}"
         elif not problem and (out.min() < 0 or out.max() > 1):
@@ -233,79 +230,3 @@ def check_reconstruction_loss(fn: LossFn, *, quiet: bool = False) -> CheckResult
         problem = _loss_hint(value, recon, images)
     return verdict(problem, "reconstruction loss matches capsedu.reconstruction_loss: sum of "
                             "squared pixel errors per image, averaged over the batch", quiet=quiet)
-
-
-def check_reconstruct_as(fn: Callable[[CapsNet, torch.Tensor, int], torch.Tensor], *,
-                         quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(model, images, digit)``: decode every image from the capsule of ``digit``."""
-    model = probe_capsnet(2)
-    images = torch.rand(3, 1, 28, 28, generator=torch.Generator().manual_seed(2))  # (B, 1, 28, 28)
-    with torch.no_grad():
-        capsules = model(images).capsules  # (B, J, D_out)
-        longest = capsules.norm(dim=-1).argmax(dim=1)  # (B,)
-        digit = int((longest[0] + 3) % 10)
-        expected = model.decode(capsules, torch.full((3,), digit))  # (B, 1, 28, 28)
-        out, problem = _tensor_of(fn, model, images, digit)
-    if not problem and out.shape != expected.shape:
-        problem = f"return images of shape {tuple(expected.shape)} (B, 1, 28, 28), got {tuple(out.shape)}"
-    if not problem and torch.allclose(out, model.decode(capsules), atol=1e-6):
-        problem = ("you decoded the longest capsule (the prediction): pass labels = "
-                   "torch.full((B,), digit) so the capsule of `digit` is kept")
-    if not problem and not torch.allclose(out, expected, atol=1e-5):
-        problem = ("the images differ from model.decode(capsules, labels) with every label equal to "
-                   "`digit`: compute the capsules with model(images).capsules first")
-    return verdict(problem, f"every image is redrawn from its digit-{digit} capsule", quiet=quiet)
-
-
-def _closest_probe() -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Inputs and reconstructions (N, 1, 28, 28), N = 6, built so that each mistake below gives
-    a different answer: reconstruction k is a blurred copy of input ORDER[k]."""
-    generator = torch.Generator().manual_seed(11)
-    images = torch.rand(6, 1, 28, 28, generator=generator)  # (N, 1, 28, 28)
-    order = torch.tensor([0, 2, 2, 3, 0, 5])  # reconstructions 1 and 4 are closest to another input
-    noise = torch.rand(6, 1, 28, 28, generator=generator)  # (N, 1, 28, 28)
-    weights = torch.tensor([0.9, 0.6, 0.8, 0.7, 0.6, 0.9]).view(6, 1, 1, 1)
-    return images, weights * images[order] + (1 - weights) * noise
-
-
-def _closest_variants(recon: torch.Tensor, images: torch.Tensor) -> dict[str, torch.Tensor]:
-    r"""The right answer and the usual mistakes, each an (N,) index tensor."""
-    batch = len(images)
-    errors = ((recon.reshape(batch, 1, -1) - images.reshape(1, batch, -1)) ** 2).sum(dim=-1)  # (N, N)
-    others = errors + torch.diag(torch.full((batch,), float("inf")))  # (N, N), own input excluded
-    return {"right": errors.argmin(dim=1),
-            "that is, for each INPUT, its closest reconstruction (argmin over the wrong axis): the "
-            "question is, for each RECONSTRUCTION k, which input it is closest to":
-                errors.argmin(dim=0),
-            "that is the input FARTHEST from each reconstruction: take the smallest squared error "
-            "(argmin), not the largest": errors.argmax(dim=1),
-            "you left each reconstruction's own input out: it must compete too, since the question "
-            "is whether it wins": others.argmin(dim=1)}
-
-
-def _closest_problem(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> str:
-    images, recon = _closest_probe()
-    variants = _closest_variants(recon, images)
-    out, problem = _tensor_of(fn, recon.clone(), images.clone())
-    if problem:
-        return problem
-    expected = variants.pop("right")
-    if out.shape == (6, 6):
-        return ("you returned the (N, N) table of distances: return, for each reconstruction, the "
-                "INDEX of its closest input, shape (N,) (argmin over the inputs)")
-    if out.shape != expected.shape or out.is_floating_point():
-        return (f"return one input index per reconstruction, an integer tensor of shape (N,) = "
-                f"{tuple(expected.shape)}, got {out.dtype} {tuple(out.shape)}")
-    if torch.equal(out, expected):
-        return ""
-    return next((hint for hint, wrong in variants.items() if torch.equal(out, wrong)),
-                "compare every reconstruction with every input: the sum of squared pixel errors "
-                "over the 784 pixels, then the index of the smallest, per reconstruction")
-
-
-def check_closest_input(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,
-                        quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(recon (N, 1, 28, 28), images (N, 1, 28, 28)) -> (N,)``: for each reconstruction,
-    the index of the input with the smallest sum of squared pixel errors."""
-    return verdict(_closest_problem(fn), "closest_input finds, for every reconstruction, the input "
-                   "it is nearest to (smallest sum of squared pixel errors)", quiet=quiet)
