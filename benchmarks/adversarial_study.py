@@ -14,7 +14,8 @@ robust to its own white-box attack, not to images that fool another network) fro
 and under a stronger attack, Auto-PGD (:func:`capsedu.explore.attacks.apgd`: 50 steps of an
 adapting size on the DLR margin loss, the first attack of AutoAttack), on every network but the
 EM network.
-Pixel values are in [0, 1]; eps is the L-infinity radius. The result is the study JSON that
+Pixel values are in [0, 1]; eps is the L-infinity radius. Each row keeps its per-image results
+(``correct``: packed, :func:`capsedu.unpack_correct`) so that networks compare paired. The result is the study JSON that
 lesson 13 prints (``capsedu/zoo/studies/adversarial.json`` by default).
 
 ``--networks`` re-measures only the named networks (after one is re-shipped) with the same
@@ -36,7 +37,8 @@ import torch
 
 import capsedu
 from benchmarks.measure import machine_record, write_study
-from capsedu.explore.attacks import TORCHATTACKS, apgd, attacked_accuracy, fgsm, pgd
+from capsedu.explore.attacks import TORCHATTACKS, apgd, attacked_correct, fgsm, pgd
+from capsedu.training.paired import pack_correct
 from capsedu.zoo.shipped import STUDIES_DIR
 
 DATASETS = {  # dataset -> (its shipped networks, the one transfer attacks are computed on, eps)
@@ -53,14 +55,17 @@ def curves(model: torch.nn.Module, source: torch.nn.Module, images: torch.Tensor
     r"""Clean accuracy and the FGSM, PGD and transfer-PGD curves of ``model`` (transfer: PGD on
     ``source``), and when ``adaptive`` the Auto-PGD (DLR loss) curve."""
     start = time.perf_counter()
-    row = {"images": len(images), "clean": attacked_accuracy(model, images, labels, None),
-           "fgsm": [], "pgd": [], "transfer": [], **({"apgd": []} if adaptive else {})}
+    attacks = {"fgsm": lambda eps: partial(fgsm, model, eps=eps), "pgd": lambda eps: pgd(model, eps, steps=PGD_STEPS),
+               "transfer": lambda eps: pgd(source, eps, steps=PGD_STEPS),
+               **({"apgd": lambda eps: apgd(model, eps, steps=APGD_STEPS)} if adaptive else {})}
+    clean = attacked_correct(model, images, labels, None)
+    row = {"images": len(images), "clean": int(clean.sum()) / len(clean), **{name: [] for name in attacks},
+           "correct": {"clean": pack_correct(clean), **{name: [] for name in attacks}}}
     for eps in eps_values:
-        row["fgsm"].append(attacked_accuracy(model, images, labels, partial(fgsm, model, eps=eps)))
-        row["pgd"].append(attacked_accuracy(model, images, labels, pgd(model, eps, steps=PGD_STEPS)))
-        row["transfer"].append(attacked_accuracy(model, images, labels, pgd(source, eps, steps=PGD_STEPS)))
-        if adaptive:
-            row["apgd"].append(attacked_accuracy(model, images, labels, apgd(model, eps, steps=APGD_STEPS)))
+        for name, attack in attacks.items():
+            right = attacked_correct(model, images, labels, attack(eps))  # (N,)
+            row[name].append(int(right.sum()) / len(right))
+            row["correct"][name].append(pack_correct(right))
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row
 
@@ -80,7 +85,7 @@ def run(images: int, em_images: int, only: tuple[str, ...] | None = None) -> dic
             count = em_images if name == "em" else images
             networks[name] = curves(capsedu.pretrained(name), source, test.images[:count],
                                     test.labels[:count], eps_values, adaptive=name not in NO_APGD)
-            print(dataset, name, json.dumps(networks[name]), flush=True)
+            print(dataset, name, json.dumps({k: v for k, v in networks[name].items() if k != "correct"}), flush=True)
         result[dataset] = {"test_data": test.source, "eps": list(eps_values),
                            "transfer_from": source_name, "networks": networks}
     return result

@@ -8,7 +8,8 @@ It measures the shipped ``capsnet40`` and ``cnn40``
 (``python -m coursetools.train_zoo capsnet40 cnn40``) on the official test split: placed on the
 canvas as in training (:func:`on_canvas`, the paper's "expanded MNIST"), and under affNIST-like
 transformations (:func:`affnist_like_40`) - all four at once, and each alone with the same draws
-(the per-transformation breakdown). It copies each network's per-epoch validation curves
+(the per-transformation breakdown), keeping each network's per-image results (``correct``,
+packed) for paired comparisons. It copies each network's per-epoch validation curves
 (expanded and affNIST-like) from its record, and the same for the runs with other seeds in
 ``capsedu/zoo/studies/seeds40/`` (``python -m coursetools.train_zoo capsnet40 cnn40 --seed 1
 --out-dir DIR``; their records, without weights). Writes
@@ -25,6 +26,8 @@ from pathlib import Path
 import capsedu
 from capsedu.data.transforms import AFFNIST_RANGES, PARTS, affnist_like_40, on_canvas
 from capsedu.zoo.shipped import STUDIES_DIR, pretrained_metrics
+
+from .measure import scored
 
 NETWORKS = ("capsnet40", "cnn40")
 SETS = {"centred": (), **{part: (part,) for part in PARTS}, "affNIST-like": PARTS}
@@ -49,9 +52,8 @@ def measure(test: capsedu.MNISTData) -> dict:
             f"affNIST-like, moves within {TRAINED_MOVE} px": affnist_like_40(test, max_move=TRAINED_MOVE)}
     table = {}
     for set_name, data in sets.items():
-        table[set_name] = {net: float((capsedu.predict(m, data.images) == data.labels).float().mean())
-                           for net, m in models.items()}
-        print(set_name, table[set_name], flush=True)
+        table[set_name] = scored(models, data.images, data.labels)
+        print(set_name, {k: v for k, v in table[set_name].items() if k != "correct"}, flush=True)
     return table
 
 

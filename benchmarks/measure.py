@@ -40,6 +40,23 @@ def write_study(result: dict, out: Path, seconds: float | None = None) -> None:
     print(f"written to {out} ({result['seconds'] if seconds is None else seconds} s)", file=sys.stderr)
 
 
+def correct(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    r"""(N,) booleans: which of ``images`` ``model`` answers right (eval mode, batch 128)."""
+    import capsedu  # imported here: the timing helpers above need only torch
+
+    return capsedu.predict(model, images, batch_size=128) == labels
+
+
+def scored(models: dict[str, torch.nn.Module], images: torch.Tensor, labels: torch.Tensor) -> dict:
+    r"""Each network's accuracy on ``images`` and, under ``"correct"``, its per-image results packed
+    (:func:`capsedu.pack_correct`) so that lessons compare networks paired on the same images."""
+    from capsedu.training.paired import pack_correct
+
+    right = {name: correct(model, images, labels) for name, model in models.items()}
+    return {**{name: float(r.float().mean()) for name, r in right.items()},
+            "correct": {name: pack_correct(r) for name, r in right.items()}}
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

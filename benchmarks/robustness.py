@@ -8,7 +8,8 @@ Every transformation is :mod:`capsedu.data.transforms`' (a 40x40 canvas, torchvi
 central 28x28 crop); every image of the test split is used unless ``--images`` takes a seeded,
 class-balanced subset. Writes the study that lesson 08 prints
 (``capsedu/zoo/studies/robustness.json``): per transformation (its family and value), each
-network's accuracy and the mean share of ink the 28x28 frame kept.
+network's accuracy, its per-image results (``correct``, packed: :func:`capsedu.unpack_correct`)
+and the mean share of ink the 28x28 frame kept.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import torch
 import capsedu
 from capsedu.data.transforms import ROTATIONS, affnist_like, transform_images
 from capsedu.zoo.shipped import STUDIES_DIR
+
+from .measure import scored
 
 NETWORKS = ("capsnet", "cnn")
 SCALES = (0.7, 0.8, 0.9, 1.1, 1.2, 1.3)
@@ -41,23 +44,19 @@ def transformations() -> list[tuple[str, str, float, dict]]:
     return rows
 
 
-def accuracies(models: dict[str, torch.nn.Module], images: torch.Tensor, labels: torch.Tensor) -> dict:
-    return {net: float((capsedu.predict(m, images) == labels).float().mean()) for net, m in models.items()}
-
-
 def measure(test: capsedu.MNISTData) -> dict:
     models = {name: capsedu.pretrained(name) for name in NETWORKS}
     table: dict[str, dict] = {"clean": {"family": "clean", "value": None, "ink_kept": 1.0,
-                                        **accuracies(models, test.images, test.labels)}}
+                                        **scored(models, test.images, test.labels)}}
     for name, kind, value, kwargs in transformations():
         images, kept = transform_images(test.images, **kwargs, return_ink_kept=True)
         table[name] = {"family": kind, "value": value, "ink_kept": float(kept.mean()),
-                       **accuracies(models, images, test.labels)}
-        print(name, {k: v for k, v in table[name].items() if k != "family"}, flush=True)
+                       **scored(models, images, test.labels)}
+        print(name, {k: v for k, v in table[name].items() if k not in ("family", "correct")}, flush=True)
     affine = affnist_like(test, seed=0)
     table["affNIST-like"] = {"family": "affNIST-like", "value": None, "ink_kept": None,
-                             **accuracies(models, affine.images, test.labels)}
-    print("affNIST-like", table["affNIST-like"], "clean", table["clean"])
+                             **scored(models, affine.images, test.labels)}
+    print("affNIST-like", {k: v for k, v in table["affNIST-like"].items() if k != "correct"})
     return {"networks": {net: {"parameters": sum(p.numel() for p in m.parameters()),
                                "recorded_test_accuracy": capsedu.pretrained_metrics(net)["test_accuracy"]}
                          for net, m in models.items()},

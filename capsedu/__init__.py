@@ -42,12 +42,15 @@ _MODULES = {  # where each public name lives
     "capsedu.training.loop": ("evaluate", "fit"),
     "capsedu.training.prediction": ("predict", "pair_accuracy"),
     "capsedu.training.uncertainty": ("standard_error", "with_error", "compare_accuracies"),
+    "capsedu.training.paired": ("compare_paired", "PairedComparison", "shared_source_se",
+                                "pack_correct", "unpack_correct"),
+    "capsedu.training.step": ("train_step",),
     "capsedu.training.checkpoint": ("CheckpointError", "load_checkpoint", "save_checkpoint"),
     "capsedu.training.seeding": ("set_seed", "deterministic_algorithms"),
     "capsedu.training.modes": ("eval_mode",),
     "capsedu.training.profile": ("choose", "fast_profile"),
     "capsedu.training.hardware": ("default_device",),
-    "capsedu.zoo.shipped": ("pretrained", "pretrained_metrics", "shipped_summary"),
+    "capsedu.zoo.shipped": ("pretrained", "pretrained_metrics", "shipped_summary", "correct_on_test"),
 }
 _PUBLIC = {name: module for module, names in _MODULES.items() for name in names}
 _SUBPACKAGES = ("data", "nets", "training", "zoo", "explore", "course")

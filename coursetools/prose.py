@@ -9,7 +9,12 @@ a decimal (``0.85``, ``1.407``), a percentage, a ratio (``3.7×``), or a number 
 time, rate, memory or points. Counts and sizes (4,000 images, 16 dimensions), lesson, equation
 and figure numbers are not checked; code spans, formulas and link targets are left out.
 
-``python -m coursetools.prose [NN ...]`` lists the unsupported numbers of each lesson.
+The style guard (:func:`long_sentences`, :func:`history_words`): a lesson teaches, it is not a
+lab notebook - at most one sentence over 45 words, and no words of the course's production
+history (which machine trained what, sessions, shipping rules); those live in the training record.
+
+``python -m coursetools.prose [NN ...]`` lists the unsupported numbers of each lesson;
+``--style`` lists its long sentences and history words instead.
 """
 
 from __future__ import annotations
@@ -31,6 +36,37 @@ SOURCES = re.compile(r"\bpaper|\bet al\b|\bTable \d|\bFigure \d|\bSection \d|\bA
                      r"\bgithub\b|\bhinton-problems|\bshinseung|\bXifengGuo|\byl-1993|\bMazzia|\bSabour|\bHinton",
                      re.IGNORECASE)
 CLAUSES = re.compile(r"(?<=[.;:!?])\s+(?=[A-Z(*])|;\s|\s—\s|\s-\s|\bwhile\b|\bwhereas\b|\bagainst\b|\bbut\b|\bthan\b")
+
+
+LONG = 45  # words in a sentence a learner reads in one breath
+HISTORY = re.compile(r"\b(?:H100|H200|A100|lent|(?:one|this|a|the|later|next|each|that) session(?:'s)?|sessions|"
+                     r"shipping rule|shipped because|rule fixed before|time budget|4,000-digit|what fitted)\b",
+                     re.IGNORECASE)
+BLOCKS = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*+]|\d+\.)\s)|\n(?=\|)|\n(?=#)")
+SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*\"])")
+
+
+def sentences(notebook: dict) -> list[tuple[int, str]]:
+    r"""``(cell index, sentence)`` for every sentence of the markdown (paragraphs, list items,
+    table rows and headings are separate; code, maths and link targets left out)."""
+    found = []
+    for index, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        source = re.sub(r"```.*?```", " ", "".join(cell["source"]), flags=re.S)
+        for block in BLOCKS.split(source):
+            found += [(index, s.strip()) for s in SENTENCES.split(_prose(block)) if s.strip()]
+    return found
+
+
+def long_sentences(notebook: dict, limit: int = LONG) -> list[tuple[int, int, str]]:
+    r"""``(cell index, words, sentence)`` for each sentence over ``limit`` words."""
+    return [(i, len(s.split()), s) for i, s in sentences(notebook) if len(s.split()) > limit]
+
+
+def history_words(notebook: dict) -> list[tuple[int, str, str]]:
+    r"""``(cell index, word, sentence)`` for each word of the production history in the markdown."""
+    return [(i, m.group(0), s) for i, s in sentences(notebook) for m in HISTORY.finditer(s)]
 
 
 def _prose(markdown: str) -> str:
@@ -90,10 +126,13 @@ def unsupported(notebook: dict) -> list[tuple[int, str, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("lessons", nargs="*", help="lesson numbers (default: all)")
+    parser.add_argument("--style", action="store_true", help="list long sentences and history words")
     args = parser.parse_args(argv)
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if args.lessons:
         paths = [p for p in paths if p.stem[:2] in args.lessons]
+    if args.style:
+        return _style(paths)
     total = 0
     for path in paths:
         problems = unsupported(json.loads(path.read_text()))
@@ -102,6 +141,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path.stem} cell {index}: {number}  <-  {clause[:160]}")
     print(f"{total} unsupported number(s)")
     return 1 if total else 0
+
+
+def _style(paths: list[Path]) -> int:
+    failing = 0
+    for path in paths:
+        notebook = json.loads(path.read_text())
+        long, words = long_sentences(notebook), history_words(notebook)
+        for index, count, sentence in long:
+            print(f"{path.stem} cell {index}: {count} words  <-  {sentence[:160]}")
+        for index, word, sentence in words:
+            print(f"{path.stem} cell {index}: history word {word!r}  <-  {sentence[:160]}")
+        print(f"{path.stem}: {len(long)} sentence(s) over {LONG} words, {len(words)} history word(s)")
+        failing += len(long) > 1 or bool(words)
+    return 1 if failing else 0
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ Shape legend:
 from __future__ import annotations
 
 import argparse
-import base64
 import dataclasses
 import json
 import os
@@ -44,7 +43,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from capsedu.data.files import file_sha256
@@ -56,6 +54,7 @@ from capsedu.training.checkpoint import STORAGE, load_checkpoint, save_checkpoin
 from capsedu.training.hardware import model_device, reuse_large_allocations
 from capsedu.training.loop import EpochCallback
 from capsedu.training.modes import eval_mode
+from capsedu.training.paired import pack_correct
 from capsedu.training.prediction import predict
 from capsedu.training.uncertainty import standard_error
 from capsedu.zoo.recipe_data import recipe_data
@@ -99,11 +98,6 @@ def accuracy_on(model: torch.nn.Module, test: MNISTData | MultiMNIST,
                 device: str | torch.device | None = None) -> dict[str, float]:
     r""":func:`scores_of` ``model`` on ``test`` (one pass, :func:`hits_on`)."""
     return scores_of(hits_on(model, test, device), isinstance(test, MultiMNIST))
-
-
-def packed_bits(correct: torch.Tensor) -> str:
-    r"""``correct`` (N,) bool as the record's ``test_correct``: base64 of ``numpy.packbits``."""
-    return base64.b64encode(np.packbits(correct.numpy()).tobytes()).decode("ascii")
 
 
 def record_accuracy(model: torch.nn.Module, data: MNISTData | MultiMNIST, key: str = "validation_accuracy",
@@ -271,7 +265,7 @@ def train_shipped(name: str, recipe: Recipe, out_dir: str | os.PathLike = WEIGHT
         "backend": distributed.backend()}
     if "at_least_one" in scores:
         metrics["test_at_least_one"] = scores["at_least_one"]
-    metrics["test_correct"] = packed_bits(hits["test"] == (2 if pairs else 1))  # per image
+    metrics["test_correct"] = pack_correct(hits["test"] == (2 if pairs else 1))  # per image
     temporary = json_path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(metrics, indent=2) + "\n")
     temporary.replace(json_path)  # atomic, like the checkpoint: never a half-written record

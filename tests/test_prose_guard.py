@@ -51,3 +51,23 @@ def test_code_spans_formulas_sizes_and_planned_times_are_not_measurements():
 def test_a_decimal_that_ends_a_sentence_is_checked_and_a_version_is_not():
     text = "Its lengths sit near 0.57. Built with torch 2.15.0 on Python 3.11.2."
     assert [number for _, number, _ in prose.unsupported(_lesson(text, "0.4\n"))] == ["0.57"]
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_a_lesson_reads_as_teaching_not_as_a_lab_notebook(path):
+    notebook = json.loads(path.read_text())
+    long, history = prose.long_sentences(notebook), prose.history_words(notebook)
+    report = "\n".join([f"  cell {i}: {n} words <- {s[:120]}" for i, n, s in long]
+                       + [f"  cell {i}: {w!r} <- {s[:120]}" for i, w, s in history])
+    assert len(long) <= 1 and not history, (
+        f"{path.stem}: at most one sentence over {prose.LONG} words and no production history "
+        f"(it belongs in the training record):\n{report}")
+
+
+def test_the_style_guard_counts_sentences_and_history_words():
+    words = " ".join(["word"] * 46)
+    lesson = _lesson(f"Short one. {words.capitalize()}.\n\n- A list item. Trained on an H200 lent for one session.",
+                     "")
+    assert [n for _, n, _ in prose.long_sentences(lesson)] == [46]
+    assert [w for _, w, _ in prose.history_words(lesson)] == ["H200", "lent", "one session"]
+    assert prose.long_sentences(_lesson("Short.\n\n" + " ".join(["w"] * 45) + ".", "")) == []

@@ -132,9 +132,9 @@ def apgd(model: nn.Module, eps: float, *, steps: int = 50, restarts: int = 1, lo
     return _seeded(model, attack, seed)
 
 
-def attacked_accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-                      attack: Attack | None, *, batch_size: int = 250) -> float:
-    r"""Share of ``images`` that ``model`` classifies right after ``attack`` (None: clean), in eval mode.
+def attacked_correct(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                     attack: Attack | None, *, batch_size: int = 250) -> torch.Tensor:
+    r"""Which of ``images`` (N,) ``model`` classifies right after ``attack`` (None: clean), in eval mode.
 
     An attack built on ``model`` itself is a white-box attack; one built on another network, a
     transfer attack: the images are attacked on that network and classified by ``model``."""
@@ -142,10 +142,17 @@ def attacked_accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tens
     require_int("batch_size", batch_size, minimum=1)
     if len(images) != len(labels) or len(images) == 0:
         raise ValueError(f"images and labels must be non-empty and as long, got {len(images)} and {len(labels)}")
-    hits = 0
+    right = []
     for batch, truth in zip(images.split(batch_size), labels.split(batch_size)):
         if attack is not None:
             batch = attack(batch, truth)  # (B, C, H, W)
         with eval_mode(model), torch.no_grad():
-            hits += int((model.class_scores(batch).argmax(dim=1) == truth).sum())
-    return hits / len(images)
+            right.append(model.class_scores(batch).argmax(dim=1) == truth)  # (B,)
+    return torch.cat(right)  # (N,)
+
+
+def attacked_accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                      attack: Attack | None, *, batch_size: int = 250) -> float:
+    r"""Share of ``images`` that ``model`` classifies right after ``attack``: :func:`attacked_correct`'s mean."""
+    right = attacked_correct(model, images, labels, attack, batch_size=batch_size)
+    return int(right.sum()) / len(right)

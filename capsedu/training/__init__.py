@@ -6,6 +6,7 @@ r"""Training any network, one module per concern:
 * ``step`` - ``train_step``: one optimisation step on one batch, as ``fit`` takes on each
 * ``prediction`` - what a trained network says: ``predict`` and ``pair_accuracy``
 * ``uncertainty`` - binomial standard errors of accuracies, and when a gap is a tie
+* ``paired`` - two networks on the same images: the paired gap, McNemar's exact test, clusters
 * ``checkpoint`` - atomic checkpoints of any registered network, older versions read
 * ``seeding`` - ``set_seed`` and deterministic algorithms
 * ``modes`` - ``eval_mode``: a network's train/eval mode left as it was found

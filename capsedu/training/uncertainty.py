@@ -4,12 +4,13 @@ An accuracy ``p`` measured on ``n`` independent test images has the standard err
 :math:`\sqrt{p(1 - p)/n}`: on the 10,000 MNIST test images, 99.5 % is 99.5 ± 0.07 %, and on
 1,000 images 98 % is 98.0 ± 0.44 %. Two accuracies measured on *different* images differ by a
 gap with standard error :math:`\sqrt{se_a^2 + se_b^2}`; the course calls a gap smaller than two
-of those a **tie**. (Two networks measured on the *same* images are correlated - both get the easy
-digits right - so this is a conservative error for them: the true one is smaller.)
+of those a **tie**. Two networks measured on the *same* images are correlated - both get the easy
+digits right - so for them this error is too large: compare them paired, from their per-image
+results, with :func:`capsedu.training.paired.compare_paired`.
 
 * :func:`standard_error` - of one accuracy;
 * :func:`with_error` - ``"99.50 ± 0.07 %"``;
-* :func:`compare_accuracies` - ``"CapsNet ahead by 0.40 ± 0.90 points: a tie"``.
+* :func:`compare_accuracies` - ``"CapsNet ahead by 0.40 ± 0.90 points: a tie"`` (different images).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def with_error(accuracy: float, n: int, digits: int = 2) -> str:
 
 def compare_accuracies(name_a: str, accuracy_a: float, n_a: int, name_b: str, accuracy_b: float, n_b: int,
             digits: int = 2) -> str:
-    r"""Which of two accuracies is ahead, by how many points ± the gap's standard error, and
-    whether that is a tie (a gap under two standard errors). Equal accuracies are a tie, also
+    r"""Which of two accuracies measured on *different* images is ahead, by how many points ± the
+    gap's (unpaired) standard error, and whether that is a tie (a gap under two standard errors). Equal accuracies are a tie, also
     when both are 0 or 1 (where the binomial standard error is 0)."""
     gap = accuracy_a - accuracy_b
     error = math.hypot(standard_error(accuracy_a, n_a), standard_error(accuracy_b, n_b))

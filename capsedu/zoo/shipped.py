@@ -22,19 +22,18 @@ scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons pr
 
 from __future__ import annotations
 
-import base64
 import difflib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from capsedu.data.files import file_sha256
 from capsedu.training.checkpoint import CheckpointError, load_checkpoint
+from capsedu.training.paired import unpack_correct
 from capsedu.training.uncertainty import with_error
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
@@ -94,11 +93,11 @@ def correct_on_test(name: str = DEFAULT, *,
     if "test_correct" not in metrics:
         raise CheckpointError(f"{name}.json records no per-image test results (test_correct); "
                               f"`python -m coursetools.train_zoo {name}` writes them")
-    packed = np.frombuffer(base64.b64decode(metrics["test_correct"]), dtype=np.uint8)
-    if len(packed) != (images + 7) // 8:
-        raise CheckpointError(f"{name}.json's test_correct holds {len(packed) * 8} bits for "
-                              f"{images} test images; reinstall capsedu or retrain it")
-    return torch.from_numpy(np.unpackbits(packed, count=images).astype(bool))  # (N,)
+    try:
+        return torch.from_numpy(unpack_correct(metrics["test_correct"], images))  # (N,)
+    except ValueError as error:
+        raise CheckpointError(f"{name}.json's test_correct does not fit its {images} test images ({error}); "
+                              f"reinstall capsedu or retrain it") from None
 
 
 def pretrained(name: str = DEFAULT, *, map_location: str | torch.device = "cpu",
