@@ -8,10 +8,16 @@ The lesson sources stay as they are: their solutions already sit between nbgrade
 ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers. This command copies each lesson (outputs
 cleared, solutions unfolded) into ``source/NN_name/NN_name.ipynb`` of a course folder and adds
 nbgrader's cell metadata: every cell holding a solution becomes a *solution* cell, and the check
-cell right after it an *autograded test* cell worth one point. The course's ``nbgrader_config.py``
-sets ``CAPSEDU_GRADING=1`` (a failed check then raises, so nbgrader counts it) and
+cell right after it an *autograded test* cell worth one point. A locked first cell turns on the
+checks' grading mode (``CAPSEDU_GRADING=1``: a failed check raises with its hint), so that
+nbgrader's *Validate* in a student's server reports a wrong or unfinished exercise as the
+autograder will; the learners' own handouts (:mod:`coursetools.handouts`) have no such cell and
+keep printing hints without stopping. The released stub is the handouts' (``raise
+NotImplementedError("write your solution here, then run the check below")``). The course's
+``nbgrader_config.py`` sets ``CAPSEDU_GRADING=1`` too and
 ``CAPSEDU_FAST=1`` (the fast profile: grading needs the checks, not the full training runs) for
-the notebooks that ``nbgrader autograde`` executes.
+the notebooks that ``nbgrader autograde`` executes. The pages the lessons link to (the training
+record) are copied into each assignment's folder, so that nbgrader releases them beside it.
 
 Needs nbgrader only to *use* the folder (``pip install capsedu[classroom]``); building it does not.
 """
@@ -26,7 +32,8 @@ from pathlib import Path
 
 import nbformat
 
-from coursetools.handouts import BEGIN, LESSONS, unfold
+from capsedu.course.checks._kit import GRADING_ENV
+from coursetools.handouts import BEGIN, LESSONS, STUB, copy_pages, unfold
 
 CHECK_CALL = re.compile(r"\bcheck_\w+\(")
 CONFIG = '''"""nbgrader configuration of the capsedu course (written by python -m coursetools.grading)."""
@@ -42,8 +49,13 @@ c.CourseDirectory.course_id = "capsedu"
 # the exchange folder shared with the learners' servers on the hub (classroom/jupyterhub_config.py)
 c.Exchange.root = os.environ.get("CAPSEDU_EXCHANGE", "/srv/nbgrader/exchange")
 c.ExecutePreprocessor.timeout = 600
-c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+c.ClearSolutions.code_stub = {{"python": {stub!r}}}
 '''
+GRADING_CELL = f'''# Graded assignment: from here on a check that fails stops with its hint, so that Validate and
+# the autograder count it (in the course's own handouts the checks only print their hints).
+import os
+
+os.environ["{GRADING_ENV}"] = "1"'''
 
 
 def _cell_metadata(grade_id: str, *, solution: bool) -> dict:
@@ -73,6 +85,11 @@ def graded_notebook(notebook: nbformat.NotebookNode, name: str) -> nbformat.Note
         check.metadata["nbgrader"] = _cell_metadata(f"{name}-check-{count}", solution=False)
     if count == 0:
         raise ValueError(f"{name} has no exercise (no {BEGIN!r} block)")
+    mode = nbformat.v4.new_code_cell(GRADING_CELL)
+    mode.metadata["nbgrader"] = {**_cell_metadata(f"{name}-grading-mode", solution=False), "grade": False}
+    mode.metadata["nbgrader"].pop("points")
+    first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
+    cells.insert(first_code, mode)
     return graded
 
 
@@ -82,7 +99,7 @@ def write_course(lessons: Sequence[Path], out_dir: str | Path) -> list[Path]:
         raise ValueError("lessons is empty: expected at least one lesson .ipynb")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "nbgrader_config.py").write_text(CONFIG.format())
+    (out / "nbgrader_config.py").write_text(CONFIG.format(stub=f"# YOUR CODE HERE\n{STUB}"))
     written = []
     for path in map(Path, lessons):
         if path.suffix != ".ipynb" or not path.is_file():
@@ -90,6 +107,7 @@ def write_course(lessons: Sequence[Path], out_dir: str | Path) -> list[Path]:
         target = out / "source" / path.stem / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(graded_notebook(nbformat.read(path, as_version=4), path.stem), target)
+        copy_pages(target.parent, path.parent)
         written.append(target)
     return written
 

@@ -8,16 +8,18 @@ and a ``### END SOLUTION`` line (CI runs the solutions). For a class, run::
 
 Inside each block the solution becomes ``# YOUR CODE HERE`` and
 ``raise NotImplementedError(...)`` at the block's indentation, so the learner sees where to
-write, and the exercise's check prints "not written yet" until they do. The lessons fold their
+write, and the exercise's check prints "still the stub" until they do. The lessons fold their
 solution cells away (``jupyter.source_hidden`` and the book's ``hide-input`` tag); the handout
 unfolds the stubbed cells. Outputs, execution counts and saved widget state are removed: the
-handout shows no answers.
+handout shows no answers. The pages the lessons link to beside them (``PAGES``: the training
+record) are copied with them, so that their relative links work in the handout folder too.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +28,7 @@ import nbformat
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("write your solution here, then run the check below")'
 LESSONS = Path(__file__).resolve().parents[1] / "notebooks"  # the repository's notebooks/
+PAGES = ("training_record.md",)  # pages beside the lessons that they link to (relative links)
 
 
 def strip_solutions(source: str) -> str:
@@ -76,6 +79,20 @@ def student_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return handout
 
 
+def copy_pages(out_dir: str | Path, lessons: Path = LESSONS) -> list[Path]:
+    r"""Copy the pages the lessons link to (``PAGES``, those present in ``lessons``) into ``out_dir``
+    (replacing a read-only copy); return the copies."""
+    out, copied = Path(out_dir), []
+    out.mkdir(parents=True, exist_ok=True)
+    for name in PAGES:
+        source, target = Path(lessons) / name, out / name
+        if source.is_file():
+            target.unlink(missing_ok=True)
+            shutil.copyfile(source, target)
+            copied.append(target)
+    return copied
+
+
 def write_student_copies(sources: Sequence[str | Path], out_dir: str | Path) -> list[Path]:
     r"""Write the student copy of each ``.ipynb`` in ``sources`` into ``out_dir``; return the paths."""
     if not sources:
@@ -103,6 +120,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     if not sources:
         parser.error(f"no lessons found in {LESSONS}; pass the lesson .ipynb files to convert")
     written = write_student_copies(sources, args.out)
+    copy_pages(args.out)
     print(f"wrote {len(written)} student notebook(s) to {args.out}/ (solutions stubbed, outputs cleared)")
     return written
 

@@ -12,6 +12,7 @@ What the learner repository holds (and the learner's ``~/capsedu`` after the pul
 
     NN_name.ipynb          the lesson, exercises to write (solutions stubbed, no outputs)
     worked/NN_name.ipynb   the complete lesson with its outputs, to compare with afterwards
+    training_record.md     how the shipped networks were trained (the lessons link to it; also in worked/)
     README.md              what this folder is
 
 A lesson given as a graded assignment is *withheld*: neither its stubbed nor its worked copy is
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import nbformat
 
-from coursetools.handouts import LESSONS, student_notebook
+from coursetools.handouts import LESSONS, copy_pages, student_notebook
 from coursetools.workspace import settle_lab_settings
 
 TARGET = "capsedu"  # the folder in each learner's home that nbgitpuller pulls into
@@ -79,6 +80,8 @@ def write_learner_files(dest: Path, withhold: Sequence[str] = (), lessons: Path 
         notebook = nbformat.read(Path(lessons) / f"{name}.ipynb", as_version=4)
         nbformat.write(student_notebook(notebook), dest / f"{name}.ipynb")
         nbformat.write(notebook, dest / "worked" / f"{name}.ipynb")
+    copy_pages(dest, lessons)
+    copy_pages(dest / "worked", lessons)
     (dest / "README.md").write_text(README)
     return published
 

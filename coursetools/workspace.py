@@ -10,6 +10,8 @@ What a learner gets::
 
     workspace/NN_name.ipynb          the lesson, exercises to write (solutions stubbed, no outputs)
     workspace/worked/NN_name.ipynb   the complete lesson with its outputs, read-only, to compare with
+    workspace/training_record.md     how the shipped networks were trained (the lessons link to it;
+                                     also in worked/), read-only, always the course's current one
     workspace/.capsedu/delivered.json  what was delivered, to recognise the learner's edits
 
 Updating (every ``make lab``, or ``python -m coursetools.workspace update``): a new lesson is added; a lesson whose cells the learner never edited is
@@ -34,7 +36,7 @@ from pathlib import Path
 
 import nbformat
 
-from coursetools.handouts import LESSONS, student_notebook
+from coursetools.handouts import LESSONS, copy_pages, student_notebook
 
 REPO = LESSONS.parent
 DEFAULT = REPO / "workspace"
@@ -112,6 +114,9 @@ def update(root: str | os.PathLike | None = None, lessons: Path = LESSONS) -> Re
     for lesson in sources:
         deliver(lesson, root, delivered, report)
         write_read_only(nbformat.read(lesson, as_version=4), root / "worked" / lesson.name)
+    for folder in (root, root / "worked"):  # the lessons' relative links work in both
+        for page in copy_pages(folder, lessons):
+            page.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     record.parent.mkdir(exist_ok=True)
     temporary = record.with_suffix(".tmp")
     temporary.write_text(json.dumps(delivered, indent=1, sort_keys=True))

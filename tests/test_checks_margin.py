@@ -36,13 +36,13 @@ def test_check_margin_loss_passes_right_answers(capsys):
 
 def test_peer_bug_unsquared_hinge_gets_its_hint(capsys):
     result = check_margin_loss(make_loss(pos_power=1, neg_power=1))
-    assert not result and result.message == f"❌ {UNSQUARED_HINT}"
+    assert not result and result.message == f"{FAILED} {UNSQUARED_HINT}"
     assert UNSQUARED_HINT in capsys.readouterr().out
 
 
 def test_peer_bug_missing_lambda_gets_its_hint():
     result = check_margin_loss(make_loss(lam=1.0), quiet=True)
-    assert not result and result.message == f"❌ {MISSING_LAMBDA_HINT}"
+    assert not result and result.message == f"{FAILED} {MISSING_LAMBDA_HINT}"
 
 
 @pytest.mark.parametrize("bug, words", [
@@ -104,7 +104,7 @@ def test_check_multi_hot_hints():
 
 # --- check_capsule_margin_loss: Eq. 4 from the capsules (the labml peer, fixed) ----------------
 
-from capsedu.course.checks._kit import STUB_HINT  # noqa: E402
+from capsedu.course.checks._kit import FAILED, STUB_HINT  # noqa: E402
 from capsedu.course.checks.margin import (  # noqa: E402
     SQRT_EPS_HINT,
     check_capsule_margin_loss,

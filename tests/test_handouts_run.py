@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO
 from nbclient import NotebookClient
 
-from capsedu.course.checks._kit import STUB_HINT
+from capsedu.course.checks._kit import FAILED, STUB_HINT
 from coursetools.handouts import BEGIN, student_notebook
 
 pytestmark = pytest.mark.lessons
@@ -93,4 +93,4 @@ def test_the_untouched_handout_runs_to_the_end_and_every_check_hints(lesson: Pat
                             f"{errors[0]['ename']}: {errors[0]['evalue']}\n{cell.source[:400]}")
     for index in checks:
         text = text_of(handout.cells[index])
-        assert f"❌ {STUB_HINT}" in text, f"{lesson.stem} cell {index}: {text!r}"
+        assert f"{FAILED} {STUB_HINT}" in text, f"{lesson.stem} cell {index}: {text!r}"

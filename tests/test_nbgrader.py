@@ -95,3 +95,34 @@ def test_the_course_folder_marks_solutions_and_checks(tmp_path):
         assert all(not c.outputs for c in notebook.cells if c.cell_type == "code")
         assert "capsedu" not in notebook.metadata and "widgets" not in notebook.metadata
     shutil.rmtree(tmp_path / "source")
+
+
+def _validate(notebook: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "CAPSEDU_GRADING"}  # a student's server sets none
+    path = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    result = subprocess.run([sys.executable, "-m", "nbgrader", "validate", str(notebook)],
+                            env={**env, "PATH": path, "CAPSEDU_FAST": "1"},
+                            capture_output=True, text=True, timeout=600, check=False)
+    return result.stdout + result.stderr
+
+
+def test_validate_fails_a_wrong_answer_with_the_checks_hint(tmp_path):
+    lesson = "01_squash"
+    course = tmp_path / "course"
+    write_course([REPO / "notebooks" / f"{lesson}.ipynb"], course)
+    nbgrader(course, "generate_assignment", lesson, "--force")
+    released = nbformat.read(course / "release" / lesson / f"{lesson}.ipynb", as_version=4)
+    source = nbformat.read(course / "source" / lesson / f"{lesson}.ipynb", as_version=4)
+    stubs = [c.source for c in released.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert 'raise NotImplementedError("write your solution here, then run the check below")' in stubs[0]
+    solved = submission(released, source, solve=len(stubs))
+    (tmp_path / "solved.ipynb").write_text(nbformat.writes(solved))
+    assert "Success! Your notebook passes all the tests." in _validate(tmp_path / "solved.ipynb")
+    wrong = nbformat.from_dict(solved)
+    squash = next(c for c in wrong.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    assert "return scale * s" in squash.source
+    squash.source = squash.source.replace("return scale * s", "return s")  # forgot to squash
+    (tmp_path / "wrong.ipynb").write_text(nbformat.writes(wrong))
+    report = _validate(tmp_path / "wrong.ipynb")
+    assert "VALIDATION FAILED ON 1 CELL(S)!" in report, report[-2000:]
+    assert "CheckFailed" in report, report[-2000:]

@@ -11,7 +11,8 @@ from conftest import REPO
 pytestmark = pytest.mark.tools
 
 COMMAND_LINES = ["coursetools.train_zoo", "coursetools.execute", "coursetools.handouts",
-                 "coursetools.grading", "coursetools.workspace", "coursetools.readme_tables"]
+                 "coursetools.grading", "coursetools.workspace", "coursetools.readme_tables",
+                 "coursetools.training_record"]
 
 
 def test_import_capsedu_loads_no_command_line_and_starts_no_thread():

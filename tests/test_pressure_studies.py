@@ -29,6 +29,22 @@ def test_the_attack_study_covers_every_network_and_attack():
             assert all(0 <= a <= 1 for key in attacks for a in row[key])
 
 
+def test_the_attack_study_keeps_each_images_result_for_paired_comparisons():
+    """Each row's packed per-image results (``correct``) agree with its accuracies: lesson 13
+    pairs two networks on the images both met (the study attacks the first images of one test
+    split, so the EM network's 200 are the first 200 of the others' 500)."""
+    record = study("adversarial")
+    for dataset, (_, _, eps_values) in DATASETS.items():
+        networks = record[dataset]["networks"]
+        for name, row in networks.items():
+            correct = row["correct"]
+            assert capsedu.unpack_correct(correct["clean"], row["images"]).mean() == pytest.approx(row["clean"]), name
+            for key in ("fgsm", "pgd", "transfer") + (() if name in NO_APGD else ("apgd",)):
+                assert len(correct[key]) == len(eps_values), (name, key)
+                for packed, accuracy in zip(correct[key], row[key]):
+                    assert capsedu.unpack_correct(packed, row["images"]).mean() == pytest.approx(accuracy), (name, key)
+
+
 # attacked_accuracy attacks this many images at a time, each batch with random draws of its own
 # (capsedu.explore.attacks): the first batch of a run is attacked as in the study's run.
 STUDY_BATCH = inspect.signature(attacked_accuracy).parameters["batch_size"].default

@@ -143,4 +143,4 @@ def test_check_orientation_reads_bars_and_names_mistakes(capsys):
         raise NotImplementedError
 
     assert not checks.check_orientation(stub)
-    assert "not written yet" in capsys.readouterr().out
+    assert "still the stub" in capsys.readouterr().out

@@ -131,12 +131,12 @@ class EMPanel:
             self.points.append(ax.scatter(xy[:, 0], xy[:, 1], c=np.zeros(len(xy)), cmap="viridis",
                                           vmin=0, vmax=1, s=22, edgecolors="0.3", linewidths=0.3))
             self.ellipses.append(ax.add_patch(Ellipse((0, 0), 1, 1, fill=False, color="tab:red", lw=1.5)))
-            self.titles.append(ax.set_title(name, fontsize=9))
+            self.titles.append(ax.set_title(name, fontsize=11))
             pad = 0.15 * np.ptp(xy, axis=0).max()
             ax.set(xlim=(xy[:, 0].min() - pad, xy[:, 0].max() + pad),
                    ylim=(xy[:, 1].min() - pad, xy[:, 1].max() + pad), aspect="equal")
-            ax.set_xlabel("pose entry 1" if votes.shape[-1] == 2 else "principal axis 1", fontsize=8)
-        axes[0].set_ylabel("pose entry 2" if votes.shape[-1] == 2 else "principal axis 2", fontsize=8)
+            ax.set_xlabel("pose entry 1" if votes.shape[-1] == 2 else "principal axis 1", fontsize=10)
+        axes[0].set_ylabel("pose entry 2" if votes.shape[-1] == 2 else "principal axis 2", fontsize=10)
         self.figure.colorbar(self.points[0], ax=list(axes), label="assignment R_ij (child → parent)",
                              shrink=0.85)
         self.names = list(names)

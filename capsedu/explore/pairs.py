@@ -58,7 +58,10 @@ def _absent_class(lengths: torch.Tensor, labels: torch.Tensor) -> int:
 
 
 def pair_figure(model: CapsNet, pairs: MultiMNIST, indices: list[int]) -> Figure:
-    r"""Figure 5 of the paper for the test pairs at ``indices``: one row per pair."""
+    r"""Figure 5 of the paper for the test pairs at ``indices``: one row per pair. The last column
+    decodes the longest capsule whose class is not in the image: where the prediction is right,
+    a class in neither (the paper's columns marked (*)); where it is wrong, the wrongly predicted
+    class (the paper's (P))."""
     images, targets = pairs.batch(torch.tensor(indices))
     lengths, _ = reconstruct(model, images, targets.labels[:, 0])
     absent = torch.tensor([_absent_class(lengths[b], targets.labels[b]) for b in range(len(indices))])
@@ -75,7 +78,8 @@ def pair_figure(model: CapsNet, pairs: MultiMNIST, indices: list[int]) -> Figure
                   (recon[0][b].numpy(), f"capsule {first}"),
                   (recon[1][b].numpy(), f"capsule {second}"),
                   (colour_pair(images[b, 0], recon[0][b], recon[1][b]), f"{first} orange, {second} blue"),
-                  (recon[2][b].numpy(), f"capsule {int(absent[b])} (not there)")]
+                  (recon[2][b].numpy(), f"capsule {int(absent[b])} "
+                   + ("(*)\nnot there" if right else "(P)\npredicted, not there"))]
         for ax, (picture, title) in zip(axes[b], panels):
             ax.imshow(picture, cmap="gray", vmin=0, vmax=1)
             ax.set_title(title, fontsize=8, color="black" if right or ax is not axes[b, 0] else "tab:red")

@@ -18,12 +18,12 @@
 # This course teaches **Capsule Networks** — the network of Sabour, Frosst & Hinton,
 # *Dynamic Routing Between Capsules* (NeurIPS 2017) — by building one in PyTorch, piece by piece.
 # In this first lesson you learn how the course works, check that your environment is ready, and
-# meet the one idea everything else rests on: a *capsule* is a group of neurons whose output is a
-# **vector**; the vector's **length** says how likely it is that an entity (a stroke, an eye, a
+# meet the one idea everything else rests on. A *capsule* is a group of neurons whose output is a
+# **vector**: the vector's **length** says how likely it is that an entity (a stroke, an eye, a
 # digit) is present, and its **direction** encodes the entity's *pose* (position, angle, size,
 # thickness...). You will build a tiny layer of capsules by hand from the pixels of a real MNIST
-# digit, and see why a network that max-pools over the whole image cannot tell a face from a
-# scrambled face, while parts that predict where the face should be can.
+# digit. Then you will see why a network that max-pools over the whole image cannot tell a face
+# from a scrambled face, while parts that predict where the face should be can.
 
 # %% [markdown]
 # ## Learning objectives
@@ -57,8 +57,8 @@
 #   **Self-check** of multiple-choice questions.
 # - **Your code.** In your copy the Build-it piece and each exercise are stubs — `# YOUR CODE
 #   HERE` and `raise NotImplementedError` — for you to fill in. The cell after each runs a *check*
-#   that prints ✅ or a ❌ with a specific hint about what is probably wrong ("not written yet"
-#   until you start). Until your Build-it piece passes, the lesson goes on with `capsedu`'s
+#   that prints "✅ ok" or "❌ not yet" with a specific hint about what is probably wrong ("still
+#   the stub" until you start). Until your Build-it piece passes, the lesson goes on with `capsedu`'s
 #   version and prints one line to say so; once it passes, the rest of the lesson runs on yours.
 #   So "Run all" works from the start. The worked lesson, and the website, hold the reference
 #   solution folded away: the cell shows as a thin bar with "…" in JupyterLab, a "Click to show"
@@ -68,10 +68,14 @@
 # - **In a classroom.** An instructor can project a lesson and let students run their own copies;
 #   the **Explore** and **Exercises** sections are natural places for pair work. Setting
 #   `CAPSEDU_FAST=1` before starting JupyterLab runs every lesson on small data and few epochs
-#   (handy to rehearse a session); without it each lesson runs its real, learner-sized version.
+#   (handy to rehearse a class); without it each lesson runs its real, learner-sized version.
 # - **As a book.** Every notebook is stored with its outputs, so it reads well without running
-#   anything — on GitHub, in any notebook viewer, or in the course's static Jupyter Book site
-#   (built from these same notebooks, with a download of the whole course; see the README).
+#   anything: on GitHub, in any notebook viewer, or on the course's static Jupyter Book site. The
+#   site is built from these same notebooks and offers a download of the whole course (see the
+#   README).
+# - **How the networks were trained.** The lessons from 02 on load trained networks; how each one
+#   was trained (recipe, data, time, validation curve) is on one page, [the training
+#   record](training_record.md).
 #
 # ### The lesson map
 #
@@ -297,7 +301,7 @@ plt.show()
 # ## Check it
 #
 # What we claimed for capsules should hold for our hand-made ones. Turn the digit a quarter turn
-# (`torch.rot90`, exact on the pixel grid): the grid of capsules must turn with it, every
+# (`torch.rot90`, exact on the pixel grid): the grid of capsules must turn with it. Every
 # **length** must stay the same (presence is invariant), and every stroke **angle** must change by
 # 90° (pose is equivariant; angles of strokes are compared modulo 180°).
 

@@ -423,10 +423,10 @@ else:
 # Votes at right angles add only their squared lengths: the sum grows with the square root of
 # their number, so it takes about the square of that handful. Random directions in 16 dimensions
 # are *not* at right angles (two of them have a mean |cos| of 0.21), but their cross terms cancel
-# on average: the sum's mean squared length is K a² (9.12 for these 57 votes), as for votes at
-# right angles, so they need about as many. Squash only reads the length of the sum, and agreement makes that length grow
-# like K instead of √K. Dynamic routing (lesson 03) goes one step further and sends each part's
-# vote where it agrees.
+# on average. The sum's mean squared length is K a² (9.12 for these 57 votes), as for votes at
+# right angles, so they need about as many. Squash only reads the length of the sum, and
+# agreement makes that length grow like K instead of √K. Dynamic routing (lesson 03) goes one step
+# further and sends each part's vote where it agrees.
 
 # %% [markdown]
 # ## Summary

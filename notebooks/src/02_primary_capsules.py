@@ -16,11 +16,11 @@
 # # Lesson 02 — Primary capsules
 #
 # The first capsules of a CapsNet come from two ordinary convolutions. **conv1** turns the 28×28
-# digit into 256 feature maps of 20×20; the **primary-capsule convolution** turns those into 256
-# maps of 6×6, and these 256 channels are read as **32 capsule types × 8 dimensions**: at each of
+# digit into 256 feature maps of 20×20, and the **primary-capsule convolution** turns those into
+# 256 maps of 6×6. These 256 channels are read as **32 capsule types × 8 dimensions**: at each of
 # the 6×6 positions, each type gives one 8-D vector. That makes 32·6·6 = **1,152 primary capsules**,
 # squashed with lesson 01's function. In this lesson you build the layer with `nn.Conv2d`, follow
-# every tensor shape, write the reshape that turns channels into capsules, see how a wrong
+# every tensor shape and write the reshape that turns channels into capsules. You see how a wrong
 # reshape order silently produces different (meaningless) capsules, check your capsules against
 # `capsedu.PrimaryCaps`, and measure what a trained network's primary capsules carry.
 
@@ -349,7 +349,7 @@ print(f"for comparison, a blank image gives lengths of {float(blank_lengths.min(
 #
 # Convolutions are shift-equivariant, and the primary layer has total stride 2. So shifting the
 # digit 2 pixels to the right should shift every capsule one cell to the right on the grid,
-# unchanged — the **place** of a part is coded by *which* capsule is active ("place coding"),
+# unchanged. The **place** of a part is coded by *which* capsule is active ("place coding"),
 # finer changes of position by the *values* inside it ("rate coding").
 
 # %% tags=["nbval-check-output"]
@@ -406,10 +406,12 @@ _ = check_grid_size(grid_size)  # prints ✅ or a hint
 # - how much longer each capsule of `u` is than its counterpart in `u_ref` (negative if shorter);
 # - the angle between the two capsules, in degrees (0: same direction, 180: opposite).
 #
-# The lesson then feeds it the primary capsules of the network shipped with the course
-# (`capsedu.pretrained()`, trained as the line printed below says), for the four digits, against
-# those of a blank image and against those of another digit. Before you run it, predict: which
-# of the two numbers will change more?
+# The lesson then feeds it the primary capsules of the network shipped with the course,
+# `capsedu.pretrained()`, for the four digits, against those of a blank image and against those
+# of another digit. That network was trained for 15 epochs on 55,000 digits with a one-cycle
+# learning rate, as the line printed below says; [the training record](training_record.md) has
+# its whole recipe and validation curve. Before you run it, predict: which of the two numbers will
+# change more?
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def length_and_turn(u: torch.Tensor, u_ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -450,40 +452,77 @@ for name, reference_u in (("a blank image", blank_u), ("another digit", other_u)
 # capsules to be short — the margin loss (lesson 04) constrains only the digit capsules' lengths.
 
 # %% [markdown]
-# Where does that leave the lengths? Here they are as maps over the grid: the same four digits,
-# one row per digit, one 6×6 map per capsule type, all on one colour scale.
+# Where does that leave the lengths? Squash hides them: every input longer than 3 comes out
+# between 0.9 and 1 (lesson 01's Exercise 1). So look one step earlier, at $\lVert\mathbf s\rVert$,
+# the length *before* squash, on a log scale. Below are the same four digits, one row per digit
+# and one 6×6 map per capsule type, and in the last row a blank image.
 
 # %%
+types = trained.config.primary_types
+
+
+def pre_squash_norms(images: torch.Tensor) -> torch.Tensor:
+    """||s|| of every primary capsule of `trained` before squash: (B, 1, 28, 28) -> (B, T, 6, 6)."""
+    features = trained.primary.conv(torch.relu(trained.conv1(images)))  # (B, T*D, 6, 6)
+    batch, _, height, width = features.shape
+    return features.view(batch, types, -1, height, width).norm(dim=2)  # (B, T, H, W)
+
+
 with torch.no_grad():
-    trained_lengths = length_maps(trained.encode(x), trained.config.primary_types)  # (B, T, 6, 6)
-fig, axes = plt.subplots(len(x), trained.config.primary_types + 1, figsize=(11, 6.2),
-                         layout="constrained", width_ratios=[1.1] + [1] * trained.config.primary_types)
-for row, (digit_axes, maps) in enumerate(zip(axes, trained_lengths)):
-    digit_axes[0].imshow(x[row, 0], cmap="gray_r")
-    digit_axes[0].set_ylabel(f"label {int(labels[row])}")
-    for t, ax in enumerate(digit_axes[1:]):
-        shown = ax.imshow(maps[t], cmap="viridis", vmin=0, vmax=1)
+    digit_norms = pre_squash_norms(x)  # (4, T, 6, 6)
+    blank_norms = pre_squash_norms(torch.zeros(1, 1, 28, 28))  # (1, T, 6, 6)
+    trained_lengths = length_maps(trained.encode(x), types)  # (4, T, 6, 6) after squash
+torch.testing.assert_close(trained_lengths, digit_norms ** 2 / (1 + digit_norms ** 2))  # Eq. 1's length
+blank_floor = float(blank_norms.min())  # the shortest ||s|| with no ink at all
+rows = [*x[:, 0], torch.zeros(28, 28)]  # the four digits, then the blank image
+norm_maps = torch.cat([digit_norms, blank_norms])  # (5, T, 6, 6)
+top = float(norm_maps.max())
+
+fig, axes = plt.subplots(len(rows), types + 1, figsize=(11, 7.2), layout="constrained",
+                         width_ratios=[1.1] + [1] * types)
+for row, (row_axes, image, maps) in enumerate(zip(axes, rows, norm_maps)):
+    row_axes[0].imshow(image, cmap="gray_r", vmin=0, vmax=1)
+    row_axes[0].set_ylabel(f"label {int(labels[row])}" if row < len(x) else "blank image")
+    for t, ax in enumerate(row_axes[1:]):
+        shown = ax.imshow(maps[t], cmap="viridis", norm="log", vmin=1.0, vmax=top)  # from ||s|| = 1
         if row == 0:
             ax.set_title(f"type {t}", fontsize=9)
-    for ax in digit_axes:
+    for ax in row_axes:
         ax.set(xticks=[], yticks=[])
-fig.colorbar(shown, ax=axes, shrink=0.6, label="capsule length")
-fig.suptitle("Primary-capsule lengths per type of the TRAINED network (6×6 grid each)")
+bar = fig.colorbar(shown, ax=axes, shrink=0.7, label="‖s‖ before squash (log scale)")
+bar.ax.axhline(blank_floor, color="C3", lw=2)
+bar.ax.text(-0.15, blank_floor, f"blank image's\nshortest {blank_floor:.2f}", color="C3",
+            transform=bar.ax.get_yaxis_transform(), ha="right", va="center", fontsize=8)
+fig.suptitle("Primary capsules of the TRAINED network before squash: ‖s‖ per type on the 6×6 grid")
 plt.show()
-strongest = trained_lengths.amax(dim=(2, 3))  # (B, T) the longest capsule of each type
-print("longest capsule of each type, per digit:")
-for label_k, row in zip(labels.tolist(), strongest):
-    print(f"  label {label_k}: " + " ".join(f"{value:.2f}" for value in row.tolist()))
-print(f"all {trained_lengths.numel():,} primary capsules of these {len(x)} digits "
-      f"({trained_lengths[0].numel()} each): shortest "
-      f"{trained_lengths.min():.2f}, median {trained_lengths.median():.2f}, "
-      f"{(trained_lengths > 0.9).float().mean():.0%} longer than 0.9")
+
+fig, ax = plt.subplots(figsize=(8, 3.2), layout="constrained")
+bins = np.geomspace(1.0, top * 1.1, 50)
+ax.hist(digit_norms.flatten(), bins=bins, alpha=0.7, label=f"the {len(x)} digits' capsules")
+ax.hist(blank_norms.flatten(), bins=bins, alpha=0.7, label="the blank image's capsules")
+ax.axvline(blank_floor, color="C3", lw=2, label=f"blank image's shortest ‖s‖ = {blank_floor:.2f}")
+ax.axvline(3.0, color="k", ls=":", label="‖s‖ = 3: squashed length 0.9")
+ax.set(xscale="log", xlabel="‖s‖ before squash (log scale)", ylabel="capsules",
+       title="with no ink at all, every primary capsule is already long")
+ax.legend(fontsize=8, loc="upper right")
+plt.show()
+below = float((digit_norms < blank_floor).float().mean())
+print(f"‖s‖ of the {digit_norms.numel():,} capsules of these {len(x)} digits ({digit_norms[0].numel()} each): "
+      f"shortest {float(digit_norms.min()):.2f}, median {float(digit_norms.median()):.2f}, "
+      f"{below:.1%} below the blank image's shortest")
+print(f"blank image: ‖s‖ from {blank_floor:.2f} to {float(blank_norms.max()):.2f}, squashed lengths from "
+      f"{blank_floor ** 2 / (1 + blank_floor ** 2):.3f}; the digits' squashed lengths: shortest "
+      f"{float(trained_lengths.min()):.3f}, median {float(trained_lengths.median()):.3f}")
 
 # %% [markdown]
-# Every primary capsule of the trained network is close to length 1 (of the 1,152 above:
-# shortest 0.97, median 1.00, so all of them longer than 0.9), at every position of the grid
-# alike; the maps differ only in faint patches. A map of lengths, the picture the capsule
-# intuition suggests, shows almost nothing here: the measurement had to look at directions.
+# With no ink at all, the blank image's capsules already have $\lVert\mathbf s\rVert$ of at least
+# 3.45, which squashes to 0.922: every primary capsule of this network is long before it sees
+# anything. Ink makes $\lVert\mathbf s\rVert$ larger still (a median of 32.73 over the four digits,
+# none of them below the blank image's shortest). Squash then flattens all of it into lengths
+# between 0.971 and 1. The maps of $\lVert\mathbf s\rVert$ do differ by type and by place, but
+# after squash those differences sit in the second or third decimal. A map of lengths, the picture
+# the capsule intuition suggests, shows almost nothing here: the measurement had to look at
+# directions.
 
 # %% [markdown]
 # ## Summary
@@ -494,7 +533,8 @@ print(f"all {trained_lengths.numel():,} primary capsules of these {len(x)} digit
 #   then squash — gives 1,152 capsules of 8 numbers, each the pose of one type at one place.
 # - `.view(B, -1, 8)` has the right shape and the wrong meaning: test layouts against a reference.
 # - The primary layer is equivariant: moving the digit by the stride moves the capsules by one cell.
-# - In the trained network every primary capsule is nearly 1 long; what it sees is carried by its
+# - In the trained network every primary capsule is nearly 1 long, even on a blank image (its
+#   $\lVert\mathbf s\rVert$ is well above 1 before squash); what it sees is carried by its
 #   direction, not its length.
 # - `capsedu.PrimaryCaps` and `CapsNet.encode` are the tested versions used from now on.
 

@@ -17,8 +17,8 @@
 #
 # Primary capsules (lesson 02) each hold an 8-D vector. In this lesson they vote for the 10 digit
 # capsules: every primary capsule $i$ predicts each digit capsule $j$ through its own matrix,
-# $\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i$, and *routing by agreement* (Procedure 1 of
-# Sabour et al., 2017) decides how much of each vote reaches each digit: votes that agree with
+# $\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i$. *Routing by agreement* (Procedure 1 of
+# Sabour et al., 2017) then decides how much of each vote reaches each digit: votes that agree with
 # the emerging output get a larger share. You write Procedure 1 twice — as a literal loop, then
 # vectorised — and a check tells you which typical mistake, if any, your version makes. You see
 # what detaching the inner iterations changes, then route a real digit through a trained network
@@ -54,6 +54,7 @@ import time
 
 # %matplotlib inline
 import matplotlib.pyplot as plt
+import scipy.stats
 import torch
 from torch.utils.data import DataLoader
 
@@ -335,54 +336,57 @@ print("r = 1: detach_inner makes no difference to the gradient")
 # %% [markdown]
 # A cosine of 1 would mean the same direction: with three iterations the two gradients clearly
 # differ. Whether that changes what a network learns, one gradient on random votes cannot tell.
-# `benchmarks/detach_inner.py` trained the shipped network's recipe both ways, three seeds each
-# (same data and the same initial weights for a seed), on the 55,000 training digits, shortened
-# to a few of the recipe's epochs so that the study fits on the course's CPU machine (the first
-# line below prints how many, the cores and the total training time), and recorded the results;
-# the last line is the same study from when the course trained on 4,000 digits:
+# `benchmarks/detach_inner.py` trained the shipped network's recipe both ways on the 55,000
+# training digits, three seeds each. Both settings of one seed start from the same initial
+# weights and see the same data, so they differ only in `detach_inner`. To keep the study cheap, each run was
+# shortened to a few of the recipe's epochs (the first line below says how many):
 
 # %% tags=["nbval-check-output"]
 detach_study = study("detach_inner")  # benchmarks/detach_inner.py, on the 55,000 training digits
+test_images = detach_study["test_data"]["images"]
 print(f"{detach_study['epochs']} of the recipe's {detach_study['recipe']['epochs']} epochs on "
       f"{detach_study['train_data']['images']:,} training images, {len(detach_study['runs']) // 2} seeds each, "
-      f"tested on {detach_study['test_data']['images']:,} images; "
-      f"{sum(run['train_seconds'] for run in detach_study['runs']) / 60:.0f} min of training in all "
-      f"on {detach_study['cpu_count']} CPU cores")
+      f"tested on the same {test_images:,} test images")
 for setting, row in detach_study["summary"].items():
     print(f"detach_inner={setting:5s}: test accuracy {row['mean_accuracy']:.2%} (seeds from "
           f"{row['min_accuracy']:.2%} to {row['max_accuracy']:.2%}), {row['mean_train_seconds']:.0f} s of training")
 by_seed = {}
 for run in detach_study["runs"]:
     by_seed.setdefault(run["seed"], {})[run["detach_inner"]] = run["test_accuracy"]
-gaps = [100 * (pair[False] - pair[True]) for pair in by_seed.values()]
-error = 100 * capsedu.standard_error(detach_study["summary"]["True"]["mean_accuracy"],
-                                     detach_study["test_data"]["images"])
-images = [g * detach_study["test_data"]["images"] / 100 for g in gaps]
+gaps = torch.tensor([100 * (pair[False] - pair[True]) for pair in by_seed.values()])  # (seeds,) points
 print(f"not detached minus detached, seed by seed: {', '.join(f'{g:+.2f}' for g in gaps)} points, that is "
-      f"{', '.join(f'{n:+.0f}' for n in images)} test images "
-      f"(one test run's standard error: {error:.2f} points, two: {2 * error:.2f})")
+      f"{', '.join(f'{g * test_images / 100:+.0f}' for g in gaps)} test images")
+seed_error = float(gaps.std() / len(gaps) ** 0.5)  # the spread of the gap over seeds
+t_value, freedom = float(gaps.mean()) / seed_error, len(gaps) - 1
+p_value = 2 * scipy.stats.t.sf(abs(t_value), freedom)  # two-sided t-test on the seeds' gaps
+same_sign = 2 * 0.5 ** len(gaps)  # chance that every seed leans one way (either way) if neither setting is better
+significance = 0.05  # the usual level below which a gap is called real
+print(f"mean gap {gaps.mean():+.2f} ± {seed_error:.2f} points (standard error from the spread of the "
+      f"{len(gaps)} seeds): t = {t_value:.2f} with {freedom} degrees of freedom, p = {p_value:.2f} "
+      f"(a real gap needs p < {significance})")
+print(f"all {len(gaps)} gaps of one sign: chance {same_sign:.2f} if the two settings were equally good "
+      f"(with {len(gaps)} seeds it cannot be smaller)")
 slower = detach_study["summary"]["False"]["mean_train_seconds"] / detach_study["summary"]["True"]["mean_train_seconds"]
 print(f"training time, not detached / detached: {slower:.1f}x")
-small_study = study("detach_inner_4000")  # the same study when the course trained on 4,000 digits
-print(f"on 4,000 training images ({small_study['epochs']} epochs): " + ", ".join(
-    f"detach_inner={setting} {row['mean_accuracy']:.2%} in {row['mean_train_seconds']:.0f} s"
-    for setting, row in small_study["summary"].items()))
 
 # %% [markdown]
-# Without detaching, each of the three seeds again ended slightly *higher* — by the few test
-# images printed above — and training took the printed factor longer. That factor measures two
-# changes at once: when the study ran, `detach_inner=True` trained with the factored
-# implementation of `DigitCaps` (`capsedu/nets/routing_fast.py`, its backward written by hand)
-# and `detach_inner=False` with the readable one, which builds û and lets autograd differentiate
-# all three iterations. Today both settings run the factored implementation (the default,
-# `CapsNetConfig(routing="factored")`), so the study does not say how much of the factor the
-# longer gradient alone costs. No accuracy gap reaches two standard errors of one test run, and
-# the largest is about the size of the spread between the seeds of one setting: seed by seed, the
-# two settings tie. Still, every seed leans the same way, and so does the mean of the 4,000-digit
-# study: a hint worth a larger study (more seeds, all of the recipe's epochs), not a finding. The
-# course keeps `detach_inner=True`, with no measurable loss at either scale and a training time
-# that was shorter in this study (implementation included); with a GPU or more patience,
-# `CapsNetConfig(detach_inner=False)` follows the paper.
+# Without detaching, each of the three seeds ended slightly *higher*, by the few test images
+# printed above. The study kept each run's accuracy but not which test images it got right, so
+# no seed's gap can be tested image by image (a paired test). The spread of the gaps over the
+# seeds is the test that remains, and it covers what a new seed would change. Three seeds give a
+# rough standard error, so the t-test's p (2 degrees of freedom) is the verdict, not the count of
+# standard errors, and the printed p exceeds 0.05. Even all three seeds leaning one way happens by
+# chance with the printed probability. A tie, then, and a hint worth a larger study (more seeds,
+# all of the recipe's epochs), not a finding. All the runs answered the same test images, so this spread says
+# nothing about how the gap would move on other test images.
+#
+# The time factor measures two changes at once. When the study ran, `detach_inner=True` trained
+# with the factored implementation of `DigitCaps` (`capsedu/nets/routing_fast.py`, its backward
+# written by hand). `detach_inner=False` trained with the readable one, which builds û and lets
+# autograd differentiate all three iterations. Today both settings run the factored
+# implementation (the default, `CapsNetConfig(routing="factored")`), so the study does not say how
+# much of the factor the longer gradient alone costs. The course keeps `detach_inner=True`, which
+# cost no measurable accuracy here; `CapsNetConfig(detach_inner=False)` follows the paper.
 
 # %% [markdown]
 # ## Use capsedu
@@ -393,7 +397,8 @@ print(f"on 4,000 training images ({small_study['epochs']} epochs): " + ", ".join
 # `capsedu.pretrained()` is the CPU configuration (`CapsNetConfig.cpu()`, a narrower network
 # with the paper's routing and decoder: 8 primary capsule types instead of 32) trained for you
 # on 55,000 MNIST training images. It loads in a second and checks its file's checksum first. Lesson 06
-# shows how such a network is trained; lesson 07 explores it further.
+# shows how such a network is trained, [the training record](training_record.md) how this one was,
+# and lesson 07 explores it further.
 
 # %%
 model = capsedu.pretrained()  # eval mode, checksum verified
@@ -489,27 +494,28 @@ explorer
 
 # %% [markdown]
 # The live explorer above needs a running kernel: each move reruns the routing in Python.
-# `explorer.frames()` computes its picture for every r in advance, for this digit, and ties them to
-# a slider in the browser, so the one below moves on the course website too (typing another
-# index needs the live one). And the same digit with r = 1, 2, 3, 5 and 7 side by side:
+# For a static page, `explorer.frames()` computes this digit's picture for every r in advance and
+# ties the pictures to a slider in the browser. So the one below moves on the course website too;
+# typing another index needs the live one. And the same digit with r = 1, 2, 3, 5 and 7 side by
+# side:
 
 # %%
-explorer.frames()
+explorer.frames(colours=256)  # the most a PNG palette holds: finer steps in the colour bar
 
 # %%
 routing_strip(model, image, label)
 
 # %% [markdown]
 # At r = 1 every coupling is a fair share (white). By r = 3, the network's own number, the map
-# toward 7 still looks pale on this colour scale, which is the same for every r, though its
-# strongest position, on the bottom row, already gets clearly more than a fair share; meanwhile
-# capsule 7 has grown from 0.519 to 0.952 long. Only with more iterations do the couplings
-# concentrate (at r = 7 the darkest cell goes past the top of the colour scale) on a few grid
-# positions, most of them along the bottom row, others at the left edge and the top of the grid;
-# not all of them lie on the stroke, because each primary capsule sees a 17 × 17-pixel window of
-# the digit, not one grid cell. The share of class 7 keeps rising without a plateau, the other
-# classes stay short (their grey lengths rise a little after r = 3, far below class 7's), and none
-# of it changes the prediction.
+# toward 7 still looks pale, because the colour scale is the same for every r. Its strongest
+# position, on the bottom row, already gets clearly more than a fair share, and capsule 7 has
+# grown from 0.519 to 0.952 long. Only with more iterations do the couplings concentrate on a few
+# grid positions; at r = 7 the darkest cell goes past the top of the colour scale. Most of these
+# positions lie along the bottom row, others at the left edge and the top of the grid. Not all of
+# them lie on the stroke, because each primary capsule sees a 17 × 17-pixel window of the digit,
+# not one grid cell. The share of class 7 keeps rising without a plateau. The other classes stay
+# short (their grey lengths rise a little after r = 3, far below class 7's), and none of it
+# changes the prediction.
 
 # %% [markdown]
 # ## Explore
@@ -559,10 +565,10 @@ _ = check_predictions(prediction_vectors_matmul)  # prints ✅ or a hint
 # directly from `u_hat` in a line or two, with no routing loop and no softmax call: first work out
 # what every $c_{ij}$ is when $b = 0$.
 #
-# Then write down three guesses before running the cell after the check, for the shipped network
-# of *Use capsedu* and its test digit: how many times shorter $\mathbf s_j$ is than with the right
-# axis; whether the two further iterations of $r = 3$ change the outputs; and whether the
-# predicted class (the longest capsule) changes.
+# Then, before running the cell after the check, write down three guesses for the shipped
+# network of *Use capsedu* and its test digit. How many times shorter is $\mathbf s_j$ than with
+# the right axis? Do the two further iterations of $r = 3$ change the outputs? Does the predicted
+# class (the longest capsule) change?
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
 def wrong_axis_output(u_hat: torch.Tensor) -> torch.Tensor:
@@ -609,6 +615,9 @@ right_class = dynamic_routing(many_u_hat, 3)[0].norm(dim=-1).argmax(dim=1)  # (N
 wrong_class = routing_with_mistake(many_u_hat, 3, "softmax over inputs")[0].norm(dim=-1).argmax(dim=1)
 print(f"first {len(many_u_hat)} test digits, r = 3: the wrong axis predicts the right axis's class "
       f"for {int((wrong_class == right_class).sum())} of them")
+many_labels = test_data.labels[:len(many_u_hat)]  # (N,)
+print(capsedu.compare_paired("softmax over J", right_class == many_labels,
+                             "softmax over I", wrong_class == many_labels))  # same digits: paired
 
 # %%
 def draw_axis_comparison() -> plt.Figure:
@@ -629,27 +638,30 @@ draw_axis_comparison();
 
 # %% [markdown]
 # With the softmax over the inputs, $b = 0$ gives every $c_{ij} = 1/I$ instead of $1/J$. So
-# $\mathbf s_j$ is the **mean** of the $I$ votes where it should be their sum divided by $J$:
-# shorter by the factor $I/J$ exactly, 28.8 here, for every class alike: the longest
-# $\mathbf s_j$ drops from 1.04 to 0.0361. The votes do not
-# disagree any more than before; they are only normalised over the wrong axis. Squash then turns
-# a short vector into one about $\lVert\mathbf s\rVert^2$ long, so the digit capsule that was
-# 0.519 long after one right iteration is 0.0013 long.
+# $\mathbf s_j$ is the **mean** of the $I$ votes where it should be their sum divided by $J$. It
+# is shorter by the factor $I/J$ exactly, 28.8 here, for every class alike: the longest
+# $\mathbf s_j$ drops from 1.04 to 0.0361. The votes do not disagree any more than before; they
+# are only normalised over the wrong axis. Squash then turns a short vector into one about
+# $\lVert\mathbf s\rVert^2$ long, so the digit capsule that was 0.519 long after one right
+# iteration is 0.0013 long.
 #
 # The iterations do nothing: at $r = 3$ the wrong axis gives 0.00131, the squashed mean vote with
 # no routing at all 0.0013. Each update adds $\hat{\mathbf u}_{j|i}\cdot\mathbf v_j$ to $b$, and
 # with $\mathbf v$ about a thousandth long the logits barely move. Yet the predicted class
 # survives: at $r = 1$ every $\mathbf s_j$ is the right one scaled by the same $J/I$, so the
-# longest capsule stays the longest, and over the 200 test digits the two axes agree on every
-# prediction (the printed count). A network with this bug still classifies; what it has lost is
-# routing, and every capsule sits far below the margin loss's $m^+ = 0.9$ (lesson 04).
+# longest capsule stays the longest. Over the 200 test digits the two axes agree on every
+# prediction (the printed count). Both routings answered the same digits, so their accuracies are
+# compared image by image (`capsedu.compare_paired`): no digit is right under one axis only. A
+# network with this bug still classifies; what it has lost is routing, and every capsule sits far
+# below the margin loss's $m^+ = 0.9$ (lesson 04).
 
 # %% [markdown]
 # ### Exercise 3: does routing settle?
 #
-# The paper's Appendix A (Figure A.1) plots the average change of each routing logit $b_{ij}$ by
-# each routing iteration, over MNIST, and reports that it decreases almost linearly on a log
-# scale with more iterations: routing settles. Measure the same on the shipped network.
+# The paper's Appendix A (Figure A.1) plots, for a network training on MNIST, the average change
+# of each routing logit $b_{ij}$ by each routing iteration. It reports that this change decreases
+# almost linearly on a log scale with more iterations: routing settles. Measure the same quantity
+# on the shipped network, after training, on test digits.
 #
 # Write `logit_changes(u_hat, routing_iterations)`: run Procedure 1 for $r$ iterations on votes
 # `u_hat` (B, I, J, D) and return a tensor of $r - 1$ numbers, one per update of $b$: the mean,
@@ -689,16 +701,22 @@ measure_logit_changes = yours_or_reference(check_logit_changes, logit_changes, l
 most_iterations = 7
 with torch.no_grad():
     changes = measure_logit_changes(many_u_hat, most_iterations)  # (r - 1,)
-    longest = [float(dynamic_routing(many_u_hat, k)[0].norm(dim=-1).max(dim=1).values.mean())
-               for k in range(1, most_iterations + 1)]
+    outputs = [dynamic_routing(many_u_hat, k)[0] for k in range(1, most_iterations + 1)]  # each (N, J, D_out)
+    updates = [(many_u_hat * v[:, None]).sum(dim=-1) for v in outputs[:-1]]  # Δb after iteration k: (N, I, J)
+drift = [float((later - earlier).abs().mean()) for earlier, later in zip(updates, updates[1:])]  # r - 2
+longest = [float(v.norm(dim=-1).max(dim=1).values.mean()) for v in outputs]  # r
 print("mean |Δb| of the update after iteration k = 1 ..", most_iterations - 1, ":",
       " ".join(f"{float(x):.4f}" for x in changes))
+print("mean change of that update from one update to the next:     ",
+      " ".join(f"{x:.4f}" for x in drift))
 print(f"mean length of the longest capsule after k = 1 .. {most_iterations} iterations:",
       " ".join(f"{x:.3f}" for x in longest))
 fig, (ax_change, ax_length) = plt.subplots(1, 2, figsize=(10, 3.2), layout="constrained")
-ax_change.plot(range(1, most_iterations), changes, "o-")
-ax_change.set(xlabel="update after iteration k", ylabel=r"mean $|\Delta b_{ij}|$", ylim=(0, None),
+ax_change.plot(range(1, most_iterations), changes, "o-", label=r"mean $|\Delta b_{ij}|$")
+ax_change.plot(range(2, most_iterations), drift, "s--", label="mean change of $\\Delta b_{ij}$\nfrom the update before")
+ax_change.set(xlabel="update after iteration k", ylabel="mean absolute change (log scale)", yscale="log",
               title=f"{len(many_u_hat)} test digits")
+ax_change.legend(fontsize="small")
 ax_length.plot(range(1, most_iterations + 1), longest, "o-", color="tab:red")
 ax_length.set(xlabel="iterations k", ylabel=r"mean longest $\|\mathbf{v}_j\|$", ylim=(0, 1.05),
               title="The winning capsule")
@@ -712,12 +730,17 @@ for ax in (ax_change, ax_length):
 # capsule lengthens (from 0.462 to 0.993 on average) and lines up with the votes it keeps, so the
 # agreements with it grow. Even where its length has almost stopped changing (0.980 after four
 # iterations, 0.991 after six) the change of $b$ still grows. If the outputs settled on some
-# $\mathbf v^*$, each update would settle on $\hat{\mathbf u}_{j|i}\cdot\mathbf v^*_j$, not on 0:
-# the logits grow without end and the softmax keeps sharpening, so the number of iterations works
-# like an inverse temperature. Under Procedure 1 a mean $|\Delta b|$ can fall to 0 only if the
-# outputs vanish; the paper says no more about what Figure A.1 measures than its caption. The
-# network was trained with three iterations, so iterations beyond that are outside what training
-# saw.
+# $\mathbf v^*$, each update would settle on $\hat{\mathbf u}_{j|i}\cdot\mathbf v^*_j$, not on 0.
+# The logits grow without end and the softmax keeps sharpening, so the number of iterations works
+# like an inverse temperature.
+#
+# What settled outputs would send to 0 is the change *of the update*,
+# $\hat{\mathbf u}_{j|i}\cdot(\mathbf v^{(k+1)}_j - \mathbf v^{(k)}_j)$, the second printed row
+# (dashed). It falls over the first updates and then stops falling, because the outputs have not
+# stopped changing: in the strip above, the other classes' grey lengths keep rising. The paper's
+# curve was measured during training, and its caption is all it says about what it averages; here
+# one trained network routes 200 test digits. The network was trained with three iterations, so
+# iterations beyond that are outside what training saw.
 
 # %% [markdown]
 # ## Summary
@@ -739,14 +762,13 @@ for ax in (ax_change, ax_length):
 #   confidence), and each primary capsule has its own $\mathbf W_{ij}$ so that a part's place
 #   shapes its vote.
 # - `detach_inner=True` leaves the forward pass unchanged and lets gradients reach
-#   $\hat{\mathbf u}$ only through the last iteration. Trained both ways on the 55,000 digits
-#   (three seeds each, 3 epochs), the non-detached network ended higher for every seed (on 4,000
-#   digits, higher on average), but each time by less than two standard errors — a tie — at 1.6 times the
-#   training time.
+#   $\hat{\mathbf u}$ only through the last iteration. Trained both ways, three seeds each, the
+#   non-detached network ended higher for every seed, yet over the seeds the gap is a tie (a
+#   t-test on the three gaps); its longer training also measured a slower implementation.
 # - On the shipped network, three iterations move class 7's share of the votes from 10.0 % to
 #   10.8 % and its capsule's length from 0.519 to 0.952. Over 200 test digits the mean change of
-#   the logits per update grows instead of falling (from 0.0078 to 0.0199 over six updates): every update adds
-#   the agreement with the current output, so the softmax keeps sharpening.
+#   the logits per update grows instead of falling (from 0.0078 to 0.0199 over six updates):
+#   every update adds the agreement with the current output, so the softmax keeps sharpening.
 #
 # ## Self-check
 #

@@ -200,6 +200,9 @@ sse_loss = yours_or_reference(check_reconstruction_loss, my_sse_loss, capsedu.re
 # - Unweighted, the reconstruction would drown the classification signal; times 0.0005 it
 #   becomes ~0.1, a helper rather than the boss.
 #
+# The authors' code halves its margin loss (lesson 04), so there the reconstruction weighs as much
+# as 0.001 would next to Eq. 4; `capsedu` follows the paper's equations.
+#
 # We measure both on real images below.
 
 # %% [markdown]
@@ -218,12 +221,13 @@ assert torch.allclose(sse_loss(recon, images), capsedu.reconstruction_loss(recon
 print("mask and sse_loss agree with capsedu")
 
 # %% [markdown]
-# > **In the wild: the mean instead of the sum.** Two of this course's sources, the blog post
-# > above and the "Advanced Capsule Networks" tutorial notebook, write the reconstruction term as
-# > `0.0005 * F.mse_loss(reconstruction, x)`. `F.mse_loss` *averages* the squared errors over the
-# > 784 pixels, where the paper sums them. Kept at 0.0005, their reconstruction term is 784 times
-# > weaker than the paper's: the decoder barely shapes the capsules. Sum over the pixels, as `sse_loss`
-# > does. On the random batch above:
+# > **In the wild: the mean instead of the sum.** Two of this course's sources weight a *mean*
+# > squared error by 0.0005. The blog post above calls its reconstruction loss "MSE, weighted by
+# > 0.0005", and the "Advanced Capsule Networks" tutorial notebook writes
+# > `loss_margin + 0.0005 * loss_recon` with `loss_recon = F.mse_loss(reconstruction, x.view(x.size(0), -1))`.
+# > `F.mse_loss` *averages* the squared errors over the 784 pixels, where the paper sums them. Kept
+# > at 0.0005, such a reconstruction term is 784 times weaker than the paper's, and the decoder
+# > barely shapes the capsules. Sum over the pixels, as `sse_loss` does. On the random batch above:
 
 # %% tags=["nbval-check-output"]
 mean_squared = nn.functional.mse_loss(recon, images.reshape(len(images), -1))
@@ -317,11 +321,14 @@ image_rows({"input": digits, "untrained": before.reconstruction, "trained": afte
            column_titles=[f"digit {int(k)}" for k in digit_labels])
 
 # %% [markdown]
+# Digits are drawn here as MNIST stores them and as the decoder outputs them: white strokes (pixel
+# value 1) on black (0), the reverse of the pictures in lessons 00-04.
+#
 # Untrained, every reconstruction is the same grey haze: the decoder's random weights do not yet
-# depend on the capsule. After two epochs on 5,000 images the decoder draws every one of the ten
-# digits recognisably, in the right place and roughly the right shape, but blurry, with softer,
-# thicker strokes than the input: a decoder trained on squared error draws something like the
-# average of the digits that share a capsule's pose, and two epochs are little training.
+# depend on the capsule. After two epochs the decoder draws the digits in the right place and
+# roughly the right shape, but blurry, with softer, thicker strokes than the input. A decoder
+# trained on squared error draws something like the average of the digits that share a capsule's
+# pose, and two epochs are little training.
 #
 # And the two losses before and after training:
 
@@ -338,12 +345,14 @@ plt.show()
 for name in names:
     print(f"{name}: {untrained_cpu[name]:.4f} untrained -> {trained_cpu[name]:.4f} trained "
           f"({untrained_cpu[name] / trained_cpu[name]:.0f}x smaller)")
+for when, parts in (("untrained", untrained_cpu), ("trained", trained_cpu)):
+    print(f"{when}: 0.0005 × SSE is {parts['0.0005 × SSE'] / parts['margin loss']:.2f} times the margin loss")
 
 # %% [markdown]
-# Training cut the margin loss 38-fold (0.8099 → 0.0212) but the weighted reconstruction term
-# only about 5-fold (0.0908 → 0.0197). The 0.0005 weight keeps reconstruction a regulariser: before
-# training the margin loss dominated the total, after it the two terms are about the same size on
-# these digits.
+# Training cut the margin loss many times more than the weighted reconstruction term (the two
+# factors printed above). Before training the margin loss dominated the total; after it the two
+# terms are of a similar size on these digits (the last two lines). The 0.0005 weight keeps
+# reconstruction a regulariser, never the main term.
 
 # %% [markdown]
 # ### Think about it: what if the decoder saw every capsule?
@@ -400,14 +409,17 @@ if result:
     fig.suptitle("The digit 8 decoded from each of the ten digit capsules")
     plt.show()
     print("capsule lengths:", " ".join(f"{d}: {length:.2f}" for d, length in enumerate(lengths)))
+    wrong_class = torch.cat([lengths[:8], lengths[9:]])  # (J - 1,) every capsule but the 8's
+    print(f"longest wrong-class capsule: {float(wrong_class.max()):.2f}; all below m- = 0.1: "
+          f"{bool((wrong_class < 0.1).all())}")
 else:
     print("→ this cell runs once Exercise 1 passes its check")
 
 # %% [markdown]
-# Only the 8 capsule (0.75 long) gives back an 8. The wrong-class capsules are short, 0.01 to
-# 0.07 here: after only two epochs every one of them is already below the margin loss's 0.1
-# target. Through them the decoder draws the same faint smudge, whichever class it is asked
-# for: nothing of the class shows. A short capsule carries little for the decoder to draw; the
+# Only the 8 capsule, the long one, gives back an 8. The wrong-class capsules are short: after
+# only two epochs they are already below the margin loss's 0.1 target (the last line).
+# Through them the decoder draws a faint smudge, whichever class it is asked for: little of the
+# class shows. A short capsule carries little for the decoder to draw; the
 # decoder has learned to draw from long, true-class capsules, the kind that test-time masking
 # picks.
 #
@@ -493,11 +505,11 @@ else:
 # %% [markdown]
 # The untrained network redraws every digit as the same fog, so its own input wins only by chance.
 # This lesson's network, after two epochs on 5,000 digits, does hardly better: its count is
-# within a standard error or two of the chance line (printed above). Its 4 capsules are 0.81 long
-# but only 0.11 apart: they say "a 4" and little about which 4, and its row of 4s is one blurry
-# average 4 repeated. The shipped network, trained far longer on far more digits (its record is
-# printed above), finds the own input almost every time; its 4 capsules lie 0.35 apart, and its
-# row redraws each 4's slant and stroke.
+# within a standard error or two of the chance line (printed above). Its 4 capsules are long but
+# lie close together (the distances printed above): they say "a 4" and little about which 4, and
+# its row of 4s is one blurry average 4 repeated. The shipped network, trained far longer on far
+# more digits (its record is printed above), finds the own input almost every time. Its 4 capsules
+# lie several times farther apart, and its row redraws each 4's slant and stroke.
 #
 # So the paper's claim holds for a trained CapsNet: a capsule's 16 numbers describe the instance.
 # But they take far more training than the class does: two epochs already classify all ten

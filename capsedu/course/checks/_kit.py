@@ -1,11 +1,12 @@
 r"""The small vocabulary every exercise check is written in.
 
-* :func:`passed` / :func:`failed` - the one way a check answers: it prints ``✅ message`` or
-  ``❌ hint`` (unless ``quiet``) and returns a :class:`CheckResult`, truthy when passed. In
+* :func:`passed` / :func:`failed` - the one way a check answers: it prints ``✅ ok - message`` or
+  ``❌ not yet - hint`` (unless ``quiet``; the words carry the verdict where no emoji font draws
+  the marks) and returns a :class:`CheckResult`, truthy when passed. In
   grading mode (``CAPSEDU_GRADING=1`` in the kernel's environment, as the nbgrader course sets
   it) a failed check also raises :class:`CheckFailed`, so an autograder counts the failure.
 * :func:`call_learner` - runs the learner's function and turns whatever it raises into a hint;
-  an unfinished handout stub (``raise NotImplementedError``) gets "not written yet";
+  an unfinished handout stub (``raise NotImplementedError``) gets "still the stub";
   :func:`learner_tensor` - the same, for a function that must return a tensor;
 * :func:`close`, :func:`shape_of` - comparisons and descriptions for hints;
 * :func:`diagnose` - a learner's tensor against the right one and the known mistakes.
@@ -26,7 +27,9 @@ import torch
 from capsedu.training.profile import env_flag
 
 GRADING_ENV = "CAPSEDU_GRADING"
-STUB_HINT = ("not written yet: replace `raise NotImplementedError(...)` (between the "
+PASSED = "✅ ok —"
+FAILED = "❌ not yet —"
+STUB_HINT = ("still the stub: replace `raise NotImplementedError(...)` (between the "
              "`# YOUR CODE HERE` lines) with your code, then run this check again")
 
 
@@ -57,19 +60,19 @@ def grading() -> bool:
 
 
 def passed(message: str, *, quiet: bool = False) -> CheckResult:
-    r"""Print ``✅ message`` and return a passing result."""
+    r"""Print ``✅ ok — message`` and return a passing result."""
     if not quiet:
-        print(f"✅ {message}")
-    return CheckResult(True, f"✅ {message}")
+        print(f"{PASSED} {message}")
+    return CheckResult(True, f"{PASSED} {message}")
 
 
 def failed(hint: str, *, quiet: bool = False) -> CheckResult:
-    r"""Print ``❌ hint`` and return a failing result; in grading mode raise :class:`CheckFailed`."""
+    r"""Print ``❌ not yet — hint`` and return a failing result; in grading mode raise :class:`CheckFailed`."""
     if not quiet:
-        print(f"❌ {hint}")
+        print(f"{FAILED} {hint}")
     if grading():
         raise CheckFailed(hint)
-    return CheckResult(False, f"❌ {hint}")
+    return CheckResult(False, f"{FAILED} {hint}")
 
 
 def verdict(hint: str | None, success: str, *, quiet: bool = False) -> CheckResult:
