@@ -110,9 +110,10 @@ def test_lessons_listed_in_order_and_numbered(site: Path) -> None:
     assert [d.split("/")[1] for d in lessons] == committed, "the book lists every committed lesson"
     nav = [(a["href"], a) for t, a in page_tags(site / "intro.html")
            if t == "a" and "reference internal" in a.get("class", "") and "href" in a]
-    order = [href.split("#")[0] for href, _ in nav if href.startswith("notebooks/")]
-    order = list(dict.fromkeys(order))
+    pages = list(dict.fromkeys(href.split("#")[0] for href, _ in nav if href.startswith("notebooks/")))
+    order = [page for page in pages if re.match(r"notebooks/\d\d_", page)]
     assert order == [f"{d}.html" for d in lessons], f"sidebar order {order}"
+    assert "notebooks/training_record.html" in pages, "the training record is in the sidebar"
     for docname in lessons:
         title = re.search(r"<title>(.*?)</title>",
                           (site / f"{docname}.html").read_text(encoding="utf-8"), re.DOTALL)
