@@ -31,6 +31,19 @@ from typing import Any
 
 from capsedu.training.uncertainty import standard_error
 from capsedu.zoo.shipped import STUDIES_DIR, WEIGHTS_DIR
+from coursetools.record_format import (
+    accuracy_line,
+    device_of,
+    load,
+    machine_line,
+    minutes,
+    pct,
+    recipe_lines,
+    split_lines,
+    tries_table,
+    validation_lines,
+    with_se,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "notebooks" / "training_record.md"
@@ -48,183 +61,6 @@ NETWORKS = {  # name: (what it is, the lessons that use it), in the order of the
     "fashion_cnn": ("the CNN on Fashion-MNIST, the Fashion CapsNet's epochs and batch", "13"),
     "fashion_efficient": ("Efficient-CapsNet on Fashion-MNIST", "13"),
 }
-SCHEDULES = {"onecycle": "one-cycle", "exponential": "exponential decay", "constant": "constant"}
-CURVE_POINTS = 16  # a longer validation curve is shown at about this many epochs
-
-
-def load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
-
-
-def pct(value: float, digits: int = 2) -> str:
-    return f"{100 * value:.{digits}f}"
-
-
-def with_se(accuracy: float, se: float) -> str:
-    return f"{pct(accuracy)} ± {pct(se)} %"
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min"
-
-
-def loads(before: list[float], after: list[float]) -> str:
-    return (f"load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in before)} before → "
-            f"{', '.join(f'{x:.2f}' for x in after)} after")
-
-
-def device_of(record: dict[str, Any]) -> str:
-    device = record.get("device", "cpu")
-    if device == "cpu":
-        return "CPU"
-    return f"GPU ({device.split(': ', 1)[-1]})"
-
-
-def objective(recipe: dict[str, Any]) -> str:
-    o = dict(recipe.get("objective") or {})
-    name = o.pop("name", "?")
-    recon = o.pop("recon_weight", None)
-    words = {"margin": "margin loss (Eq. 4)", "cross_entropy": "cross-entropy",
-             "multi_label": "binary cross-entropy, one sigmoid per class",
-             "two_digit": "margin loss on both digits"}.get(name, f"{name} loss")
-    if name == "spread":
-        start, end, ramp = o.pop("start_margin", None), o.pop("margin", None), o.pop("ramp_epochs", 0)
-        if ramp:
-            words += f", margin {start} → {end} over {ramp} epoch{'s' * (ramp != 1)}"
-        else:
-            words += f", margin {end} throughout"
-    if recon:
-        words += f" + {recon:g} × reconstruction (sum of squared errors)"
-    if o:
-        words += " (" + ", ".join(f"{k} {v}" for k, v in o.items()) + ")"
-    return words
-
-
-def augmentation(recipe: dict[str, Any]) -> str:
-    parts = []
-    canvas = recipe.get("canvas", 28)
-    if recipe.get("max_shift"):
-        where = f" on a {canvas} × {canvas} canvas" if canvas != 28 else ""
-        parts.append(f"random shifts up to {recipe['max_shift']} px{where}")
-    if recipe.get("max_angle"):
-        parts.append(f"rotations up to {recipe['max_angle']:g}°")
-    if recipe.get("max_scale"):
-        parts.append(f"scaling up to ±{recipe['max_scale']:g}")
-    if recipe.get("flip"):
-        parts.append("random left-right mirroring")
-    pairs = recipe.get("pairs") or {}
-    if pairs:
-        parts.append(f"{pairs['pairs_per_epoch']:,} fresh pairs every epoch, each digit shifted up to "
-                     f"{pairs['max_shift']} px on a {pairs['canvas']} × {pairs['canvas']} canvas "
-                     f"(overlap merged by `{pairs['merge']}`)")
-    return "; ".join(parts) or "none"
-
-
-def config(recipe: dict[str, Any]) -> str:
-    items = []
-    for key, value in (recipe.get("config") or {}).items():
-        if value is None:
-            continue
-        text = json.dumps(value) if isinstance(value, (list, bool)) else str(value)
-        items.append(f"{key} {text}")
-    return ", ".join(items)
-
-
-def recipe_lines(recipe: dict[str, Any]) -> list[str]:
-    schedule = SCHEDULES.get(recipe.get("lr_schedule"), recipe.get("lr_schedule"))
-    return [f"- **Recipe**: `{recipe['kind']}`, {recipe['epochs']} epoch{'s' * (recipe['epochs'] != 1)} "
-            f"at batch {recipe['batch_size']}, peak learning rate {recipe['lr']:g} ({schedule} schedule), "
-            f"{recipe.get('precision', 'float32')}, seed {recipe.get('seed', 0)}; {objective(recipe)}.",
-            f"- **Augmentation**: {augmentation(recipe)}.",
-            f"- **Network**: {config(recipe)}."]
-
-
-def split_lines(record: dict[str, Any]) -> list[str]:
-    unit = "pairs" if (record["recipe"].get("pairs") or {}) else "images"
-    train, val, test = record["train_data"], record.get("validation_data"), record["test_data"]
-    lines = ["- **Data**:", f"  - trained on {train['images']:,} images: {train['source']};"]
-    if val:
-        lines.append(f"  - validated after every epoch on {val['images']:,} {unit}: {val['source']};")
-    return lines + [f"  - tested once, at the end, on {test['images']:,} {unit}: {test['source']}."]
-
-
-def machine_line(record: dict[str, Any]) -> str:
-    unit = "pairs/s" if (record["recipe"].get("pairs") or {}) else "img/s"
-    return (f"- **Where and how long**: {device_of(record)}; processor {record.get('cpu', 'not recorded')}, "
-            f"{record['cpu_count']} cores, {record['torch_threads']} torch threads, torch "
-            f"{record['torch_version']}; {minutes(record['train_wall_seconds'])} of training "
-            f"({minutes(record['train_cpu_seconds'])} of CPU time), {record['train_images_per_second']:,.0f} "
-            f"{unit}; {loads(record['load_average_before'], record['load_average_after'])}.")
-
-
-def sampled(values: list[float]) -> tuple[list[int], list[float]]:
-    r"""Epoch numbers (from 1) and values: all of them, or every k-th epoch with the first and last."""
-    if len(values) <= CURVE_POINTS + 4:
-        return list(range(1, len(values) + 1)), list(values)
-    step = -(-len(values) // CURVE_POINTS)
-    epochs = sorted({1, *range(step, len(values) + 1, step), len(values)})
-    return epochs, [values[e - 1] for e in epochs]
-
-
-def curve(values: list[float]) -> str:
-    epochs, shown = sampled(values)
-    numbers = " · ".join(pct(v) for v in shown)
-    if len(shown) == len(values):
-        return f"{numbers} %"
-    return f"{numbers} % (epochs {', '.join(map(str, epochs))})"
-
-
-def validation_lines(record: dict[str, Any]) -> list[str]:
-    history, lines = record["history"], []
-    if history.get("validation_accuracy"):
-        lines.append(f"- **Validation after each epoch**: {curve(history['validation_accuracy'])}.")
-    if history.get("validation_affnist_accuracy"):
-        lines.append(f"- **Validation on affNIST-like transformed digits, each epoch**: "
-                     f"{curve(history['validation_affnist_accuracy'])}.")
-    reached = []
-    for level in ("98.0", "98.5", "99.0", "99.5"):
-        point = record.get(f"time_to_{level}")
-        if point:
-            reached.append(f"{level} % after epoch {point['epoch']} ({minutes(point['train_seconds'])})")
-    if reached:
-        lines.append(f"- **Validation first reached**: {'; '.join(reached)}.")
-    return lines
-
-
-def accuracy_line(record: dict[str, Any]) -> str:
-    val = record.get("validation_data")
-    pairs = bool(record["recipe"].get("pairs"))
-    what = "of the test pairs with both digits right" if pairs else "on the test split"
-    text = f"- **Accuracy**: {with_se(record['test_accuracy'], record['test_standard_error'])} {what}"
-    if pairs and record.get("test_at_least_one") is not None:
-        text += f" ({pct(record['test_at_least_one'])} % with at least one right)"
-    if val and val.get("accuracy") is not None:
-        text += f"; validation at the end {with_se(val['accuracy'], val['standard_error'])}"
-    return text + " (± one binomial standard error)."
-
-
-def changes(entry: dict[str, Any]) -> str:
-    found = entry.get("changes") or {}
-    return ", ".join(f"`{k}={v}`" for k, v in found.items()) or "the recipe of its time"
-
-
-def tries_table(tries: list[dict[str, Any]]) -> list[str]:
-    if not tries:
-        return ["- **Runs tried before it**: none recorded in `tries.json`."]
-    lines = ["- **Runs tried on validation before it** (`capsedu/zoo/studies/tries.json`; the recipe's "
-             "changes, then what each measured):", "",
-             "  | run | changes | epochs | validation at the end | training | speed | device |",
-             "  | --- | --- | --- | --- | --- | --- | --- |"]
-    for entry in tries:
-        val = entry["validation_accuracy"]
-        device = entry.get("device", "CPU")
-        load = entry.get("load_average") or []
-        where = f"{device}, load {load[0]:.2f} → {load[3]:.2f}" if len(load) == 6 else device
-        note = entry.get("note", "").replace("|", "/")
-        lines.append(f"  | {note} | {changes(entry)} | {entry['epochs']} | "
-                     f"{with_se(val[-1], entry['validation_standard_error'])} | {entry['train_minutes']:.1f} min | "
-                     f"{entry['images_per_second']:,.0f}/s | {where} |")
-    return lines
 
 
 def network_section(name: str, record: dict[str, Any], seeds: list[dict[str, Any]],
@@ -275,6 +111,12 @@ def paper_section(study: dict[str, Any]) -> list[str]:
 
 def earlier_section(shipped: dict[str, Any], comparison: dict[str, Any], robustness: dict[str, Any],
                     detach: dict[str, Any], today: dict[str, dict[str, Any]]) -> list[str]:
+    r"""The networks that learned from 4,000 digits, and the three studies made of them."""
+    return (earlier_networks(shipped, today) + earlier_comparison(comparison)
+            + earlier_robustness(robustness) + earlier_detach(detach) + [""])
+
+
+def earlier_networks(shipped: dict[str, Any], today: dict[str, dict[str, Any]]) -> list[str]:
     em, pairs = today["em"]["recipe"], today["multimnist"]["recipe"]
     lines = ["## The earlier networks, trained on 4,000 digits", "",
              f"`capsedu/zoo/studies/shipped_4000.json`: {shipped['about']} Their settings (epochs, "
@@ -295,8 +137,12 @@ def earlier_section(shipped: dict[str, Any], comparison: dict[str, Any], robustn
                      f"{minutes(record['train_wall_seconds'])} | {record['train_images_per_second']:,.0f} {unit} | "
                      f"{record['load_average_before'][0]:.2f} → {record['load_average_after'][0]:.2f} | "
                      f"{with_se(record['test_accuracy'], se)}{' (pairs both right)' if pairs else ''} |")
+    return lines
+
+
+def earlier_comparison(comparison: dict[str, Any]) -> list[str]:
     images = comparison["test_data"]["images"]
-    lines += ["", f"`comparison_4000.json`, the same networks on {images:,} official test images, clean, "
+    lines = ["", f"`comparison_4000.json`, the same networks on {images:,} official test images, clean, "
               f"affNIST-like (random small affine transformations) and rotated by 45° (both ways, "
               f"{2 * images:,} images):", "",
               "| network | clean | affNIST-like | rotated ±45° | epochs | training |",
@@ -306,12 +152,16 @@ def earlier_section(shipped: dict[str, Any], comparison: dict[str, Any], robustn
         rotated = with_se(row["rotated_45"], standard_error(row["rotated_45"], 2 * images))
         lines.append(f"| `{name}` | {cells[0]} | {cells[1]} | {rotated} | {row['train_epochs']} | "
                      f"{row['train_minutes']:.1f} min |")
+    return lines
+
+
+def earlier_robustness(robustness: dict[str, Any]) -> list[str]:
     images = robustness["test_data"]["images"]
     nets = list(robustness["networks"])
     families: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for row, values in robustness["table"].items():
         families.setdefault(values.get("family") or row, []).append((row, values))
-    lines += ["", f"`robustness_4000.json`, the CapsNet and the CNN on {images:,} transformed test "
+    lines = ["", f"`robustness_4000.json`, the CapsNet and the CNN on {images:,} transformed test "
               f"images, one transformation per test set (the standard error of each accuracy is at "
               f"most {pct(standard_error(0.5, images))} points):", "",
               "| test sets | " + " | ".join(f"`{n}` (%)" for n in nets) + " |",
@@ -322,15 +172,19 @@ def earlier_section(shipped: dict[str, Any], comparison: dict[str, Any], robustn
         names = family if len(rows) == 1 else f"{family}: {', '.join(settings)}"
         lines.append(f"| {names} | " + " | ".join(" · ".join(pct(values[n]) for _, values in rows)
                                                  for n in nets) + " |")
+    return lines
+
+
+def earlier_detach(detach: dict[str, Any]) -> list[str]:
     recipe = detach["recipe"]
-    lines += ["", f"`detach_inner_4000.json`, the CapsNet's recipe ({recipe['epochs']} epochs, batch "
+    lines = ["", f"`detach_inner_4000.json`, the CapsNet's recipe ({recipe['epochs']} epochs, batch "
               f"{recipe['batch_size']}) with and without `detach_inner` (the gradient through routing's "
               f"inner iterations), {len({r['seed'] for r in detach['runs']})} seeds each:", "",
               "| detach_inner | seed | test | first 98.5 % on test | training |", "| --- | --- | --- | --- | --- |"]
     for run in detach["runs"]:
         lines.append(f"| {run['detach_inner']} | {run['seed']} | {pct(run['test_accuracy'])} % | epoch "
                      f"{run['epoch_to_98.5']} ({run['seconds_to_98.5']:.0f} s) | {run['train_seconds']:.0f} s |")
-    return lines + [""]
+    return lines
 
 
 def page(weights: Path = WEIGHTS_DIR, studies: Path = STUDIES_DIR) -> str:
