@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 import capsedu
 from capsedu.course.checks._kit import STUB_HINT
-from capsedu.course.checks.pressure import check_fgsm, check_margin_fgsm
+from capsedu.course.checks.pressure import check_fgsm, check_margin_fgsm, check_vote_scores
 from capsedu.explore.attacks import ScoresAsLogits, fgsm
 
 pytestmark = pytest.mark.unit
@@ -127,4 +127,40 @@ def test_check_margin_fgsm_passes_the_margin_step_and_hints_a_stub():
     def stub(model, images, labels, eps):
         raise NotImplementedError
     result = check_margin_fgsm(stub)
+    assert not result and STUB_HINT in result.message
+
+
+def votes(model, images):
+    return model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
+
+
+def uniform(model, images):
+    u_hat = votes(model, images)
+    return capsedu.squash(u_hat.sum(dim=1) / u_hat.shape[2], dim=-1).norm(dim=-1)
+
+
+def detached(model, images):
+    with torch.no_grad():
+        return uniform(model, images)
+
+
+@pytest.mark.parametrize("wrong, fragment", [
+    (lambda m, x: (votes(m, x).sum(dim=1) / 10).norm(dim=-1), "squash the weighted sum"),
+    (lambda m, x: capsedu.squash(votes(m, x).mean(dim=1), dim=-1).norm(dim=-1), "not the mean over the I"),
+    (lambda m, x: capsedu.squash(votes(m, x).sum(dim=1), dim=-1).norm(dim=-1), "c_ij = 1/J before summing"),
+    (lambda m, x: m.class_scores(x), "routed network's lengths"),
+    (lambda m, x: capsedu.squash(votes(m, x).sum(dim=1) / 10, dim=-1), "of shape (3, 10)"),
+    (detached, "no gradient back to the images"),
+])
+def test_check_vote_scores_names_mistakes(wrong, fragment):
+    result = check_vote_scores(wrong)
+    assert not result and fragment in result.message, result.message
+
+
+def test_check_vote_scores_passes_the_uniform_couplings_and_hints_a_stub():
+    assert check_vote_scores(uniform)
+
+    def stub(model, images):
+        raise NotImplementedError("write it")
+    result = check_vote_scores(stub)
     assert not result and STUB_HINT in result.message

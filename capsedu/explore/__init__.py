@@ -12,5 +12,6 @@ r"""Looking inside trained networks, one module per kind of look:
 * ``graph`` - Procedure 1 unrolled as a computation graph, with ``detach_inner``'s paths
 * ``em`` - EM routing iteration by iteration: the trace, the 2-D toy, the EM explorer
 * ``critique`` - the scaling critique measured: coupling spread, dead and always-on capsules
-* ``attacks`` - adversarial examples (FGSM, PGD) and accuracy under attack
+* ``attacks`` - adversarial examples (FGSM, PGD, Auto-PGD, Square) and accuracy under attack
+* ``adaptive`` - attacks adapted to capsules: the true routing gradient, the vote attack's network, logits views
 """

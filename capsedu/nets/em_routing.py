@@ -121,7 +121,8 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
                beta_a: torch.Tensor, routing_iterations: int = 3,
                inverse_temperature: float | Sequence[float] = DEFAULT_INVERSE_TEMPERATURE,
                eps: float = 1e-8,
-               normalise_cost: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               normalise_cost: bool = False, *,
+               logits: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""EM routing (Procedure 1 of the 2018 paper): ``(mu, a_out, R)``.
 
     Args:
@@ -146,9 +147,12 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
             :math:`\sum_h\text{cost}_{jh}` are standardised over j before the sigmoid, as several
             published implementations do: the activations then depend on how much cheaper one
             parent describes its votes than the others, not on the costs' scale.
+        logits: return the output activations' logits
+            :math:`\lambda(\beta_{a,j} - \sum_h \text{cost}_{jh})` in place of the activations
+            (their sigmoid): an attacker's gradient that does not vanish where the sigmoid saturates.
     Returns:
-        mu (B, J, M) the output poses, a_out (B, J) the output activations, and R (B, I, J) the
-        assignments used in the last M-step.
+        mu (B, J, M) the output poses, a_out (B, J) the output activations (or their logits), and
+        R (B, I, J) the assignments used in the last M-step.
 
     Inside, the output capsule j leads - votes (B, J, I, M), R (B, J, I) - so that every sum over
     the inputs i is a batched matrix product over (B, J), and the squared deviations of an
@@ -167,4 +171,5 @@ def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Ten
                                                    inverse_temperature_t, eps, normalise_cost)
         if t < routing_iterations - 1:
             R = e_step(deviation_sq, sigma_sq, logit)  # (B, J, I)
-    return mu, torch.sigmoid(logit), R.transpose(1, 2)  # (B, J, M), (B, J), R (B, I, J)
+    a_out = logit if logits else torch.sigmoid(logit)  # (B, J)
+    return mu, a_out, R.transpose(1, 2)  # (B, J, M), (B, J), R (B, I, J)

@@ -111,13 +111,15 @@ class RoutedCaps(nn.Module):
         r"""``(beta_u, beta_a)`` (J,) each, as :func:`~capsedu.nets.em_routing.em_routing` gets them."""
         return self.beta_u, self.beta_a * self.beta_a_scale
 
-    def route(self, votes: torch.Tensor, activations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""EM routing of votes (B', I, J, 16) weighted by activations (B', I): mu (B', J, 16), a (B', J),
-        in float32 (also under autocast: variances and logarithms need its range)."""
+    def route(self, votes: torch.Tensor, activations: torch.Tensor, *,
+              logits: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""EM routing of votes (B', I, J, 16) weighted by activations (B', I): mu (B', J, 16), a (B', J)
+        (with ``logits``, the logits of a), in float32 (also under autocast: variances and
+        logarithms need its range)."""
         with torch.autocast(votes.device.type, enabled=False):
             mu, a_out, _ = em_routing(votes.float(), activations.float(), *self.routing_betas(),
                                       len(self.inverse_temperatures), self.inverse_temperatures,
-                                      normalise_cost=self.normalise_cost)
+                                      normalise_cost=self.normalise_cost, logits=logits)
         return mu, a_out
 
 
@@ -223,3 +225,10 @@ class MatrixCapsNet(nn.Module):
     def class_scores(self, x: torch.Tensor) -> torch.Tensor:
         r"""Images (B, C, H, W) -> the class capsules' activations (B, J)."""
         return self(x)[1]  # (B, J)
+
+    def class_logits(self, x: torch.Tensor) -> torch.Tensor:
+        r"""Images (B, C, H, W) -> the logits of the class capsules' activations (B, J), before
+        the sigmoid: their order is the activations' order, their gradient does not vanish where
+        an activation is near 0 or 1 (lesson 13's attacks)."""
+        votes, activations = self.class_votes(x)  # (B, I, J, 16), (B, I)
+        return self.class_caps.route(votes, activations, logits=True)[1]  # (B, J)

@@ -1,4 +1,5 @@
-r"""Checks for lesson 13 (capsules under pressure): FGSM by hand, and FGSM on the margin loss.
+r"""Checks for lesson 13 (capsules under pressure): FGSM by hand, FGSM on the margin loss, and the
+vote attack's network (every coupling 1/J).
 
 Each check runs the learner's attack on a tiny seeded CapsNet, first for what an attack must not
 do (change the images it was given, change the network's mode, leave gradients in its weights),
@@ -20,8 +21,10 @@ import torch.nn.functional as F
 
 from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
 from capsedu.course.checks._probe import probe_capsnet
+from capsedu.explore.adaptive import UniformCouplings
 from capsedu.explore.attacks import ScoresAsLogits, fgsm
 from capsedu.nets.losses import margin_loss
+from capsedu.nets.squash import squash
 
 EPS = 0.1
 
@@ -129,3 +132,35 @@ def check_margin_fgsm(fn: Callable, *, quiet: bool = False) -> CheckResult:
                          "each pixel should move by eps, the way that raises capsedu.margin_loss of "
                          "model.class_scores(images) most, and stay in [0, 1]",
                          "margin_fgsm climbs the capsules' own training loss by one signed step.", quiet)
+
+
+def check_vote_scores(fn: Callable, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(model, images) -> lengths (B, J)``: the CapsNet's class capsules with every coupling
+    1/J (one routing iteration), the network the vote attack climbs (Gu, Wu & Tresp 2021)."""
+    model = probe_capsnet(15)
+    images = torch.rand(3, 1, 28, 28, generator=torch.Generator().manual_seed(15)).requires_grad_(True)
+    result, hint = call_learner(fn, model, images, what="your vote_scores")
+    if not hint and isinstance(result, torch.Tensor) and not result.requires_grad:
+        hint = ("your scores carry no gradient back to the images (torch.no_grad or .detach()?): "
+                "the vote attack climbs their gradient")
+    if not hint:
+        with torch.no_grad():
+            u_hat = model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
+            classes = u_hat.shape[2]  # J
+            mistakes = [
+                (lambda: (u_hat.sum(dim=1) / classes).norm(dim=-1), "squash the weighted sum of the votes (Eq. 1): "
+                 "a class capsule's length lies in [0, 1)"),
+                (lambda: squash(u_hat.mean(dim=1), dim=-1).norm(dim=-1), "each coupling is 1/J - every input "
+                 "capsule shares itself equally among the J classes - so s_j is the sum over i divided by J, "
+                 "not the mean over the I input capsules"),
+                (lambda: squash(u_hat.sum(dim=1), dim=-1).norm(dim=-1), "weigh each vote by its coupling "
+                 "c_ij = 1/J before summing over the input capsules"),
+                (lambda: model.class_scores(images), "those are the routed network's lengths (three "
+                 "iterations): with every coupling at 1/J there is no agreement step"),
+            ]
+            expected = UniformCouplings(model).class_scores(images)  # (B, J)
+            hint = diagnose(result.detach() if isinstance(result, torch.Tensor) else result, expected, mistakes,
+                            "each class capsule should be squash(sum_i u_hat_{j|i} / J), and the scores its length",
+                            what="class capsule lengths", atol=1e-6)
+    return verdict(hint, "vote_scores squashes the votes summed with every coupling at 1/J: the network "
+                   "the vote attack climbs.", quiet=quiet)
