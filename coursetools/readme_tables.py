@@ -7,7 +7,9 @@ r"""The measured tables of the README and the instructors' page, written from th
   (what ``python -m coursetools.train_zoo NAME`` measured);
 * README.md, ``lessons`` markers: the last column of the lesson table (time and peak memory) and
   book/instructors.md, ``sizing`` markers: what each lesson cost, both from the execution that
-  ``make execute`` recorded in each lesson's metadata.
+  ``make execute`` recorded in each lesson's metadata;
+* benchmarks/README.md, ``adaptive`` markers: lesson 13's adaptive attacks, from
+  ``capsedu/zoo/studies/adaptive.json`` (``python -m benchmarks.adaptive_attacks``).
 
 So no document drifts from what it describes; tests/test_zoo.py and tests/test_notebooks.py
 check that the tables are what this module writes.
@@ -17,18 +19,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from capsedu.training.uncertainty import standard_error
 from capsedu.zoo.recipes import RECIPES
-from capsedu.zoo.shipped import WEIGHTS_DIR
+from capsedu.zoo.shipped import WEIGHTS_DIR, study
 from capsedu.zoo.train import recipe_network
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 INSTRUCTORS = ROOT / "book" / "instructors.md"
+BENCHMARKS = ROOT / "benchmarks" / "README.md"
 LESSONS = ROOT / "notebooks"
 NETWORKS = {  # name: what it is, in the README's words
     "capsnet": "CapsNet, dynamic routing (Sabour et al. 2017), the CPU profile (`CapsNetConfig.cpu()`)",
@@ -141,7 +145,49 @@ def sizing_table(lessons: Path = LESSONS) -> str:
     lines += [f"| `{name}` | {run['seconds']:,.0f} s | {run['kernel_cpu_seconds']:,.0f} s | "
               f"{run['kernel_peak_rss_mib']:,} MiB | {run['load_average_before'][0]:.1f} → "
               f"{run['load_average_after'][0]:.1f} |" for name, run in recorded.items()]
+    sizes = clone_megabytes()
+    lines.append(f"\nA clone of the course holds {sizes['all']:.0f} MB of files: {sizes['weights']:.0f} MB of "
+                 f"shipped weights, {sizes['lessons']:.0f} MB of executed lessons (the explorers' "
+                 "precomputed frames included), the rest code, studies and pages.")
     return "\n".join(lines)
+
+
+def clone_megabytes(root: Path = ROOT) -> dict[str, float]:
+    r"""Megabytes (10^6 bytes) of the files git tracks: all, the shipped weights, the executed lessons."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True,
+                             text=True).stdout.split("\0")
+    sizes = {name: (root / name).stat().st_size for name in tracked if name and (root / name).is_file()}
+    return {"all": sum(sizes.values()) / 1e6,
+            "weights": sum(b for n, b in sizes.items() if n.startswith("capsedu/zoo/weights/")) / 1e6,
+            "lessons": sum(b for n, b in sizes.items() if n.startswith("notebooks/") and n.endswith(".ipynb")) / 1e6}
+
+
+def adaptive_table(record: dict[str, Any]) -> str:
+    r"""Lesson 13's adaptive study: per network and eps, PGD alone through the network's own
+    gradient, through the surrogate (CapsNets), and each image's worst case, with standard errors."""
+    lines = []
+    for dataset, title in (("mnist", "MNIST"), ("fashion", "Fashion-MNIST")):
+        if dataset not in record:
+            lines += [f"{title}: not recorded yet (`--datasets {dataset}`).", ""]
+            continue
+        rows = record[dataset]["networks"]
+        images = next(iter(rows.values()))["images"]
+        lines += [f"{title}, the first {images:,} test images, accuracy in %: PGD through the network's own gradient"
+                  " (the surrogate's in brackets) / each image's worst case (± 1 standard error):\n",
+                  "| network | clean | " + " | ".join(f"eps {e}" for e in record[dataset]["eps"]) + " |",
+                  "| --- | --- | " + " | ".join("---" for _ in record[dataset]["eps"]) + " |"]
+        for name, row in rows.items():
+            cells = []
+            for eps in record[dataset]["eps"]:
+                cell = row["by_eps"][str(eps)]
+                own = cell["attacks"][f"PGD {row['views'][0]}".strip()]
+                surrogate = cell["attacks"].get("PGD surrogate")
+                worst = cell["worst"]
+                cells.append(f"{100 * own:.1f}" + ("" if surrogate is None else f" ({100 * surrogate:.1f})")
+                             + f" / {100 * worst:.1f} ± {100 * standard_error(worst, images):.1f}")
+            lines.append(f"| `{name}` | {100 * row['clean']:.1f} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip()
 
 
 def documents() -> dict[Path, str]:
@@ -150,7 +196,8 @@ def documents() -> dict[Path, str]:
     readme = replaced(readme, "shipped", table())
     start, end = (readme.index(m) for m in markers("lessons"))
     readme = replaced(readme, "lessons", lesson_table(readme[start + len(markers("lessons")[0]):end]))
-    return {README: readme, INSTRUCTORS: replaced(INSTRUCTORS.read_text(), "sizing", sizing_table())}
+    return {README: readme, INSTRUCTORS: replaced(INSTRUCTORS.read_text(), "sizing", sizing_table()),
+            BENCHMARKS: replaced(BENCHMARKS.read_text(), "adaptive", adaptive_table(study("adaptive")))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(bool(stale))
     for path, text in documents().items():
         path.write_text(text)
-    print(f"wrote the measured tables of {README.name} and {INSTRUCTORS.name}")
+    print(f"wrote the measured tables of {README.name}, {INSTRUCTORS.name} and {BENCHMARKS}")
     return 0
 
 

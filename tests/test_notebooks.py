@@ -102,6 +102,11 @@ def test_readme_and_book_list_every_lesson(lesson):
         f"book/_toc.yml lacks notebooks/{lesson}"
 
 
+def test_lesson_00s_map_lists_every_lesson_in_order():
+    rows = re.findall(r"^# \| \*\*(\d\d) ", (SOURCES / "00_start_here.py").read_text(), re.MULTILINE)
+    assert rows == [lesson[:2] for lesson in LESSONS], f"lesson 00's map lists {rows}"
+
+
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_stored_progress_bars_are_finished_for_plain_viewers(lesson):
     """A viewer without the widget state (GitHub, nbviewer, a text diff) sees each bar's final

@@ -94,7 +94,7 @@
 # | **10 Backprop by hand** | the capsule layer's gradients in NumPy | Procedure 1 |
 # | **11 EM routing** | matrix capsules and routing by clustering | Hinton et al. 2018 |
 # | **12 Beyond routing** | self-attention routing (Efficient-CapsNet); three routers and a CNN on one bench | Mazzia et al. 2021 |
-# | **13 Under pressure** | harder images, adversarial attacks (FGSM), the scaling critique | Hinton et al. 2018, Mitterreiter et al. 2023 |
+# | **13 Under pressure** | harder images, adversarial attacks (FGSM, the vote attack, each image's worst case), the scaling critique | Hinton et al. 2018, Gu et al. 2021, Mitterreiter et al. 2023 |
 #
 # ### Check your environment
 #
