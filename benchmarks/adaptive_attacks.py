@@ -2,7 +2,11 @@ r"""Adaptive attacks on the shipped networks: each image's worst case over many 
 the gradient of the function each network computes (lesson 13).
 
     CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.adaptive_attacks
+    CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.adaptive_attacks --datasets fashion
     CAPSEDU_DATA=/path/to/data .venv/bin/python -m benchmarks.adaptive_attacks --images 40 --out /tmp/a.json
+
+``--datasets`` measures only the named datasets and keeps the others that ``--out`` records with
+the same settings; each dataset's entry says what it ran on and how long it took.
 
 On the first ``--images`` images of each dataset's official test split, the same images for every
 network (the EM network too), at each eps (L-infinity, pixels in [0, 1]):
@@ -212,15 +216,24 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     load_before, start = os.getloadavg(), time.perf_counter()
-    result = {"attacks": {"library": TORCHATTACKS, "pgd_steps": PGD_STEPS, "apgd_steps": APGD_STEPS,
-                          "long": {loss: list(steps) for loss, steps in LONG.items()},
-                          "square_queries": SQUARE_QUERIES, "unbounded": [UNBOUNDED_EPS, UNBOUNDED_STEPS],
-                          "sanity_images": SANITY_IMAGES, "seed": 0}}
+    settings = {"library": TORCHATTACKS, "pgd_steps": PGD_STEPS, "apgd_steps": APGD_STEPS,
+                "long": {loss: list(steps) for loss, steps in LONG.items()}, "square_queries": SQUARE_QUERIES,
+                "unbounded": [UNBOUNDED_EPS, UNBOUNDED_STEPS], "sanity_images": SANITY_IMAGES, "seed": 0}
+    result = kept_datasets(args.out, settings, args.datasets)
     for dataset in args.datasets:  # written after each dataset: a long run keeps what it finished
-        result[dataset] = run(args.images, dataset)
-        result.update(machine_record(start, load_before))
-        write_study(result, args.out)
+        result[dataset] = {**run(args.images, dataset), **machine_record(start, load_before)}
+        write_study(result, args.out, seconds=result[dataset]["seconds"])
     return result
+
+
+def kept_datasets(out: Path, settings: dict, datasets: list[str]) -> dict:
+    r"""The study to write: the datasets ``out`` already records that this run does not measure, if
+    it used the same ``settings`` (one dataset at a time fits a working session), else none."""
+    recorded = json.loads(out.read_text()) if out.is_file() else {}
+    if recorded.get("attacks") != settings:
+        recorded = {}
+    return {"attacks": settings, **{name: row for name, row in recorded.items()
+                                    if name in DATASETS and name not in datasets}}
 
 
 if __name__ == "__main__":

@@ -71,18 +71,27 @@ def stale(paths: list[Path]) -> dict[Path, list[str]]:
     return found
 
 
+# matplotlib's font cache for the kernels, inside this environment: the shared one in ~/.cache
+# may have been written by another install (a clone since deleted) and name font files that are
+# gone - each figure then prints "findfont: ... not found" into the lesson's stored outputs
+MPL_CACHE = Path(sys.prefix) / "var" / "capsedu-matplotlib"
+
+
 @contextmanager
 def _profile(fast: bool):
-    before = os.environ.get(FAST_ENV)
+    before = {name: os.environ.get(name) for name in (FAST_ENV, "MPLCONFIGDIR")}
     os.environ.pop(FAST_ENV, None)
     if fast:
         os.environ[FAST_ENV] = "1"
+    MPL_CACHE.mkdir(parents=True, exist_ok=True)
+    os.environ["MPLCONFIGDIR"] = str(MPL_CACHE)
     try:
         yield
     finally:
-        os.environ.pop(FAST_ENV, None)
-        if before is not None:
-            os.environ[FAST_ENV] = before
+        for name, value in before.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
 
 
 def _cpu() -> str:

@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from capsedu.course.checks._probe import probe_capsnet
-from capsedu.explore.adaptive import LengthsAsLogits, PreSigmoidLogits, UniformCouplings, full_routing_gradient
+from capsedu.explore.adaptive import (
+    LengthsAsLogits,
+    PreSigmoidLogits,
+    UniformCouplings,
+    full_routing_gradient,
+)
 from capsedu.explore.attacks import ScoresAsLogits, apgd_targeted, attacked_correct, pgd, square
 from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsConfig, MatrixCapsNet

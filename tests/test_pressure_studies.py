@@ -1,15 +1,14 @@
-"""Lesson 13's recorded studies re-measured in part: the attack curves and the deep capsule
+"""Lesson 13's recorded studies re-measured in part: the adaptive attacks and the deep capsule
 stacks."""
 
 import dataclasses
-import inspect
 
 import pytest
 
 import capsedu
-from benchmarks.adversarial_study import APGD_STEPS, DATASETS, NO_APGD, PGD_STEPS
+from benchmarks.adaptive_attacks import DATASETS, PGD_STEPS, alone, batch_size, crafted
 from benchmarks.deep_capsules import HIDDEN, calibrate, gradient_norms
-from capsedu.explore.attacks import apgd, attacked_accuracy, fgsm, pgd
+from capsedu.explore.attacks import pgd
 from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.deep_capsnet import DeepCapsConfig, DeepCapsNet
 from capsedu.zoo.shipped import study
@@ -17,77 +16,45 @@ from capsedu.zoo.shipped import study
 pytestmark = pytest.mark.artefacts
 
 
-def test_the_attack_study_covers_every_network_and_attack():
-    record = study("adversarial")
-    for dataset, (names, source, eps_values) in DATASETS.items():
-        assert record[dataset]["eps"] == list(eps_values) and record[dataset]["transfer_from"] == source
-        assert sorted(record[dataset]["networks"]) == sorted(names)
+def test_the_adaptive_study_attacks_every_network_on_the_same_images():
+    """At least 1,000 images for every network, the EM network too; each capsule network attacked
+    through both of its gradients; every eps of the setting measured."""
+    record = study("adaptive")
+    assert "mnist" in record and set(record) - {"attacks"} <= set(DATASETS)  # recorded one dataset at a time
+    for dataset, setting in DATASETS.items():
+        if dataset not in record:
+            continue
+        assert record[dataset]["eps"] == list(setting.eps) and record[dataset]["headline"] == setting.headline
+        assert list(record[dataset]["networks"]) == list(setting.networks)
         for name, row in record[dataset]["networks"].items():
-            attacks = ("fgsm", "pgd", "transfer") + (() if name in NO_APGD else ("apgd",))
-            assert ("apgd" in row) == (name not in NO_APGD), name
-            assert all(len(row[key]) == len(eps_values) for key in attacks)
-            assert all(0 <= a <= 1 for key in attacks for a in row[key])
+            assert row["images"] >= 1000 and row["images"] == record[dataset]["networks"][setting.networks[0]]["images"]
+            assert sorted(row["by_eps"]) == sorted(str(eps) for eps in setting.eps)
+            headline = row["by_eps"][str(setting.headline)]
+            assert all(f"PGD {view}".strip() in headline["attacks"] for view in row["views"]), name
+            assert any("Square" in link for link in headline["added"]), name
 
 
-def test_the_attack_study_keeps_each_images_result_for_paired_comparisons():
-    """Each row's packed per-image results (``correct``) agree with its accuracies: lesson 13
-    pairs two networks on the images both met (the study attacks the first images of one test
-    split, so the EM network's 200 are the first 200 of the others' 500)."""
-    record = study("adversarial")
-    for dataset, (_, _, eps_values) in DATASETS.items():
-        networks = record[dataset]["networks"]
-        for name, row in networks.items():
-            correct = row["correct"]
-            assert capsedu.unpack_correct(correct["clean"], row["images"]).mean() == pytest.approx(row["clean"]), name
-            for key in ("fgsm", "pgd", "transfer") + (() if name in NO_APGD else ("apgd",)):
-                assert len(correct[key]) == len(eps_values), (name, key)
-                for packed, accuracy in zip(correct[key], row[key]):
-                    assert capsedu.unpack_correct(packed, row["images"]).mean() == pytest.approx(accuracy), (name, key)
-
-
-# attacked_accuracy attacks this many images at a time, each batch with random draws of its own
-# (capsedu.explore.attacks): the first batch of a run is attacked as in the study's run.
-STUDY_BATCH = inspect.signature(attacked_accuracy).parameters["batch_size"].default
-
-
-def half_fits_the_record(hits: int, recorded: float, images: int, half: int) -> bool:
-    r"""Whether ``hits`` right of the first ``half`` of ``images`` fit a record of ``recorded``
-    (a share of all ``images``): the record's hits H count them, so H - (images - half) <= hits
-    <= H, and, the first half read as a sample of the whole, hits lie within four standard
-    errors of H * half / images (the hypergeometric error); one image of float noise either way."""
-    total = round(recorded * images)
-    expected = total * half / images
-    error = (expected * (1 - total / images) * (images - half) / (images - 1)) ** 0.5
-    low, high = max(total - (images - half), expected - 4 * error), min(total, expected + 4 * error)
-    return low - 1 <= hits <= high + 1
-
-
-@pytest.mark.parametrize("eps_index, images", [(1, 500), (3, 250)])
-def test_the_capsnets_recorded_attack_curve_is_what_its_weights_give(shared_data, eps_index, images,
-                                                                      all_threads):
-    """FGSM, PGD, Auto-PGD and the transfer attack on the CapsNet, re-run on the recorded images.
-    At eps 0.1, all 500: the same accuracy within one image (float sums differ between CPUs). At
-    eps 0.3, the first 250 (half the time): attacked exactly as the study attacked its first batch,
-    so the study's count over 500 bounds theirs (half_fits_the_record) - tight where an attack
-    leaves almost nothing right, as at eps 0.3 (PGD 12 images of 500, Auto-PGD 1)."""
-    record = study("adversarial")["mnist"]
-    row, eps = record["networks"]["capsnet"], record["eps"][eps_index]
-    assert images in (row["images"], STUDY_BATCH) and row["images"] == 2 * STUDY_BATCH == 500
+def test_the_adaptive_studys_first_batch_is_what_the_weights_give(shared_data, all_threads):
+    """Step 1 re-run on the study's first batch of MNIST (250 images; the EM network's first 25):
+    PGD through the CapsNet's true gradient and its surrogate, the vote attack, the CNN's PGD and
+    its transfer to the CapsNet, the EM network's pre-sigmoid PGD, at the headline eps - each
+    image's result as recorded, within one image of float noise between CPUs."""
+    record = study("adaptive")["mnist"]
+    eps = record["headline"]
     test = capsedu.load_mnist("test", root=shared_data, download=False, verbose=False)
-    x, y = test.images[:images], test.labels[:images]
-    capsnet, cnn = capsedu.pretrained("capsnet"), capsedu.pretrained("cnn")
-    measured = {"clean": attacked_accuracy(capsnet, x, y, None),
-                "fgsm": attacked_accuracy(capsnet, x, y, lambda a, b: fgsm(capsnet, a, b, eps)),
-                "pgd": attacked_accuracy(capsnet, x, y, pgd(capsnet, eps, steps=PGD_STEPS)),
-                "transfer": attacked_accuracy(capsnet, x, y, pgd(cnn, eps, steps=PGD_STEPS)),
-                "apgd": attacked_accuracy(capsnet, x, y, apgd(capsnet, eps, steps=APGD_STEPS))}
-    for attack, accuracy in measured.items():
-        recorded = row[attack] if attack == "clean" else row[attack][eps_index]
-        if images == row["images"]:
-            assert accuracy == pytest.approx(recorded, abs=1.5 / images), attack
-        else:
-            hits = round(accuracy * images)
-            assert half_fits_the_record(hits, recorded, row["images"], images), (attack, hits, recorded)
+    models = {name: capsedu.pretrained(name) for name in ("capsnet", "cnn", "em")}
+    for name, model in models.items():
+        size = batch_size(model)
+        x, y = test.images[:size], test.labels[:size]
+        crafted_by = {"cnn": crafted(pgd(models["cnn"], eps, steps=PGD_STEPS), x, y, size)} if name == "capsnet" else {}
+        measured = alone(model, name, eps, True, crafted_by, x, y)
+        row = record["networks"][name]
+        for attack, right in measured.items():
+            if attack not in row["by_eps"][str(eps)]["correct"]:
+                continue  # the transfer from the CapsNet is crafted on the full batch of 250 only in the study
+            stored = capsedu.unpack_correct(row["by_eps"][str(eps)]["correct"][attack], row["images"])[:size]
+            differ = int((right.numpy() != stored).sum())
+            assert differ <= 1, (name, attack, differ)
 
 
 @pytest.mark.parametrize("init", ["default", "calibrated"])

@@ -44,12 +44,25 @@ def test_comparison_bench_keeps_per_image_results():
         _agrees(row["rotated_45"], row["correct"]["rotated_45"], 2 * count)
 
 
-def test_adversarial_curves_keep_per_image_results():
-    record = study("adversarial")
-    for dataset in ("mnist", "fashion"):
-        for row in record[dataset]["networks"].values():
-            _agrees(row["clean"], row["correct"]["clean"], row["images"])
-            for attack, packed in row["correct"].items():
-                if attack != "clean":
-                    for accuracy, one in zip(row[attack], packed, strict=True):
-                        _agrees(accuracy, one, row["images"])
+def test_adaptive_attack_rows_keep_per_image_results_and_each_worst_case_is_every_attacks_worst():
+    """Lesson 13's adaptive study: every accuracy is its per-image mean; an image robust in the
+    worst case survived every attack measured alone and the worst case at the smaller eps (a
+    smaller ball lies inside a larger one); the chain's counts add up to the worst case."""
+    record = study("adaptive")
+    for dataset in (name for name in ("mnist", "fashion") if name in record):
+        for name, row in record[dataset]["networks"].items():
+            count = row["images"]
+            _agrees(row["clean"], row["clean_correct"], count)
+            before = unpack_correct(row["clean_correct"], count)
+            for eps in record[dataset]["eps"]:
+                cell = row["by_eps"][str(eps)]
+                worst = unpack_correct(cell["worst_correct"], count)
+                _agrees(cell["worst"], cell["worst_correct"], count)
+                survived = before.copy()
+                for attack, packed in cell["correct"].items():
+                    _agrees(cell["attacks"][attack], packed, count)
+                    survived &= unpack_correct(packed, count)
+                assert int(survived.sum()) == cell["right after step 1"], (name, eps)
+                assert not (worst & ~survived).any(), (name, eps)
+                assert int(survived.sum()) - sum(cell["added"].values()) == int(worst.sum()), (name, eps)
+                before = worst
