@@ -140,7 +140,7 @@ def alone(model: nn.Module, name: str, eps: float, headline: bool, crafted_by: d
     return right
 
 
-def checks(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, clean: torch.Tensor,
+def sanity_checks(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, clean: torch.Tensor,
            alive: torch.Tensor) -> dict:
     r"""Step 3: eps = 0 (first images) and an unbounded attack (on the images ``alive`` (N,) at the largest eps)."""
     network, logits = next(iter(views(model).values()))
@@ -183,7 +183,7 @@ def row_for(name: str, model: nn.Module, setting: Setting, crafted_by: dict[str,
         print(f"  {name} eps {eps}: {json.dumps(row['by_eps'][str(eps)]['attacks'])} after step 1 "
               f"{after_alone}, chain {json.dumps(added)} -> worst {int(alive.sum())} "
               f"({time.perf_counter() - start:.0f} s)", flush=True)
-    row["checks"] = checks(model, images, labels, clean, alive_before)
+    row["checks"] = sanity_checks(model, images, labels, clean, alive_before)
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row
 

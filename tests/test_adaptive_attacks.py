@@ -4,6 +4,7 @@ attacks that meet only what the chain before them left (attacked_correct's ``whe
 
 import pytest
 import torch
+from test_attacks import Constant  # a network that answers 0 for a dark image, 1 for a bright one
 
 from capsedu.course.checks._probe import probe_capsnet
 from capsedu.explore.adaptive import (
@@ -91,14 +92,6 @@ def test_lengths_as_logits_hand_attacks_the_lengths_themselves():
     with torch.no_grad():
         assert torch.equal(LengthsAsLogits(model)(images), model.class_scores(images))
         assert torch.allclose(ScoresAsLogits(model)(images), model.class_scores(images).log())
-
-
-class Constant(torch.nn.Module):
-    """A network that answers 0 for a dark image and 1 for a bright one."""
-
-    def class_scores(self, images):
-        bright = (images.mean(dim=(1, 2, 3)) > 0.5).float()  # (B,)
-        return torch.stack([1 - bright, bright, torch.zeros_like(bright)], dim=1)  # (B, 3)
 
 
 def test_a_chain_attacks_only_the_images_still_right_and_counts_the_rest_wrong():
