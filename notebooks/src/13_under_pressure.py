@@ -522,6 +522,20 @@ for dataset in ("mnist", "fashion"):
 # At the headline ε of each dataset, every attack's accuracy alone, then what the chain added:
 
 # %%
+SHORT = {"capsnet": "CapsNet", "cnn": "CNN", "efficient": "Efficient", "em": "EM"}  # table columns
+LABEL, COLUMN = 36, 11  # characters: a table fits 80 columns, as on the course's website
+
+
+def column_heads(rows):
+    """The networks' short names, one column each."""
+    return "".join(f"{SHORT[key.removeprefix('fashion_')]:>{COLUMN}s}" for key in rows)
+
+
+def link_label(link):
+    """A chain link's name, short enough for the table."""
+    return link.replace("length margin (DLR of the lengths)", "DLR of the lengths").replace("cross-entropy", "CE")
+
+
 def headline_table(dataset):
     """Step 1's accuracies, step 2's chain and the worst case of every network at the headline eps."""
     record = adaptive[dataset]
@@ -530,21 +544,20 @@ def headline_table(dataset):
     images = next(iter(rows.values()))["images"]
     attacks = list(dict.fromkeys(a for cell in cells.values() for a in cell["attacks"]))
     links = list(dict.fromkeys(a for cell in cells.values() for a in cell["added"]))
-    title = f"{TITLES[dataset]}, eps = {eps}, {images:,} images"
-    print(f"{title:42s}" + "".join(f"{network_name(n):>19s}" for n in rows))
-    print("accuracy under each attack alone")
+    print(f"{TITLES[dataset]}, eps = {eps}, {images:,} images; accuracy in % under each attack alone")
+    print(f"{'':{LABEL}s}" + column_heads(rows))
     for attack in attacks:
         values = [cells[n]["attacks"].get(attack) for n in rows]
-        print(f"  {attack_label(attack):40s}" + "".join(
-            f"{'-' if v is None else f'{v:.1%}':>19s}" for v in values))
-    print(f"  {'still right after all of step 1':40s}" + "".join(
-        f"{cells[n]['right after step 1'] / images:>19.1%}" for n in rows))
+        print(f"{attack_label(attack):{LABEL}s}" + "".join(
+            f"{'-' if v is None else f'{100 * v:.1f}':>{COLUMN}s}" for v in values))
+    print(f"{'still right after all of step 1':{LABEL}s}" + "".join(
+        f"{100 * cells[n]['right after step 1'] / images:>{COLUMN}.1f}" for n in rows))
     print("then the chain: images each attack broke that everything before it missed")
     for link in links:
         values = [cells[n]["added"].get(link) for n in rows]
-        print(f"  {link:40s}" + "".join(f"{'-' if v is None else v:>19}" for v in values))
-    print(f"  {'worst case (± 1 SE)':40s}" + "".join(
-        f"{capsedu.with_error(cells[n]['worst'], images, digits=1):>19s}" for n in rows))
+        print(f"{link_label(link):{LABEL}s}" + "".join(f"{'-' if v is None else v:>{COLUMN}}" for v in values))
+    worst = [(100 * cells[n]["worst"], 100 * capsedu.standard_error(cells[n]["worst"], images)) for n in rows]
+    print(f"{'worst case, % (± 1 SE)':{LABEL}s}" + "".join(f"{f'{w:.1f} ± {e:.1f}':>{COLUMN}s}" for w, e in worst))
 
 
 for dataset in studied:
@@ -683,17 +696,17 @@ def checklist(dataset):
         return "yes" if weaker else "NO"
     lines = {
         "same images for every network": lambda r: f"{r['images']:,}",
-        f"eps = 0 changes no answer (first {settings['sanity_images']})": lambda r: f"{r['checks']['eps 0: answers changed']} changed",
-        "unbounded (eps = 1): still right": lambda r: f"{r['checks']['unbounded: still right']} of "
-                                                      f"{r['checks']['unbounded: attacked']} left",
+        f"eps = 0: answers changed (of {settings['sanity_images']})": lambda r: str(r["checks"]["eps 0: answers changed"]),
+        "eps = 1: still right (of attacked)": lambda r: f"{r['checks']['unbounded: still right']} of "
+                                                        f"{r['checks']['unbounded: attacked']}",
         "transfer weaker than white-box": transfer_weaker,
         "targeted Auto-PGD adds": lambda r: str(added(r, "targeted")),
-        f"200 steps and restarts add (eps {head})": lambda r: str(added(r, "200 steps", [record["headline"]])),
+        f"200-step runs add (eps {head})": lambda r: str(added(r, "200 steps", [record["headline"]])),
         f"Square, no gradient, adds (eps {head})": lambda r: str(added(r, "Square", [record["headline"]])),
     }
-    print(f"{TITLES[dataset]:40s}" + "".join(f"{network_name(n):>19s}" for n in rows))
+    print(f"{TITLES[dataset]:{LABEL}s}" + column_heads(rows))
     for label, value in lines.items():
-        print(f"{label:40s}" + "".join(f"{value(row):>19s}" for row in rows.values()))
+        print(f"{label:{LABEL}s}" + "".join(f"{value(row):>{COLUMN}s}" for row in rows.values()))
 
 
 for dataset in studied:
