@@ -183,6 +183,29 @@ def test_load_offline_gives_the_same_parts_whatever_files_exist(tmp_path, shared
         load_offline("validation")
 
 
+def test_the_offline_test_part_mixes_the_classes_and_examples_are_chosen_by_class(shared_data):
+    """Offline, test image 0 is not what it is online; the first 7 is a 7 in both (issue 53)."""
+    from capsedu import load_offline
+
+    test = load_offline("test", verbose=False)
+    assert len(set(test.labels[:20].tolist())) >= 6  # shuffled: not a hundred 0s first
+    assert torch.equal(load_offline("test", verbose=False).labels, test.labels)  # a fixed order
+    train = load_offline("train", verbose=False)
+    assert torch.equal(train.labels, train.labels.sort().values)  # training keeps the file's order
+    official = load_mnist("test", root=shared_data / "mnist", download=False, verbose=False)
+    assert official.first_index(7) == 0 and official.first_index(4, nth=1) == 6  # the text's images
+    for data in (test, official):
+        assert [int(data.labels[i]) for i in data.one_per_class()] == list(range(10))
+        assert int(data.labels[data.first_index(3, nth=2)]) == 3
+        assert data.describe_examples([data.first_index(7)]).startswith("example digit: 7 — image ")
+    line = official.describe_examples(official.one_per_class()[:3])
+    assert line == "example digits: 0 1 2 — images 3, 2, 1 of the " + official.source
+    with pytest.raises(ValueError, match="nth must be below 100, got 100"):
+        test.first_index(5, nth=100)
+    with pytest.raises(ValueError, match="digit"):
+        test.first_index(-1)
+
+
 def test_the_learner_profile_trains_on_at_most_5000_of_60000_official_images(tmp_path, shared_data, accept):
     """A synthetic full-size training split in MNIST's file format: load_mnist reads all 60,000,
     the learner profile's training set (learner_subset, used by lessons 05 and 06) keeps 5,000."""

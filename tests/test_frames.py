@@ -95,7 +95,7 @@ def test_perturbation_frames_move_one_dimension_at_a_time(strong_model, dataset)
     dimension, offset = frames.sliders
     assert dimension.options == tuple(str(d) for d in range(16))
     assert offset.options[0] == "-0.25" and offset.options[5] == "+0.00" and offset.options[-1] == "+0.25"
-    assert offset.index == 5 and frames.frame_count == 16 * 11
+    assert offset.index == 10 and frames.frame_count == 16 * 11  # opens at +0.25: "dimension" changes it
     zero = {id(stack.children[5]) for stack in frames.inner_stacks}
     assert len(zero) == 1  # offset 0 is the same picture for every dimension: one shared Image
     live_size = Image.open(io.BytesIO(live.view.value)).size  # the live view is back at its dpi

@@ -5,10 +5,16 @@ The handouts (``coursetools.handouts``) replace every exercise solution by a stu
 learner runs it before solving anything), every check cell after a stub must print a ❌ hint, and
 the cells after a Build-it check go on with ``capsedu``'s version of the piece. The worked lesson's
 stored outputs are the solved case: each of those check cells prints ✅ and no ❌.
+
+The handouts run **offline**, as a learner without a network and without ``CAPSEDU_DATA`` does (an
+empty home, so no cached download): the lessons fall back on the offline MNIST subset, and the
+example digits they pick (cells tagged ``example-digits``) are of the same classes as in the
+stored outputs, made with the official split.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -24,6 +30,8 @@ pytestmark = pytest.mark.lessons
 
 LESSONS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHECK_CALL = re.compile(r"\bcheck_\w+\(")
+EXAMPLES_TAG = "example-digits"
+EXAMPLE_LINE = "example digit"
 
 
 def check_cells(notebook: nbformat.NotebookNode, marker: str = "NotImplementedError") -> list[int]:
@@ -55,6 +63,18 @@ def text_of(cell: nbformat.NotebookNode) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
 
 
+def example_lines(notebook: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    r"""(classes, where) of every "example digit(s): ... — ..." line printed by the cells tagged
+    ``example-digits``, in order."""
+    lines = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and EXAMPLES_TAG in cell.metadata.get("tags", []):
+            found = [line for line in text_of(cell).splitlines() if line.startswith(EXAMPLE_LINE)]
+            assert found, f"a cell tagged {EXAMPLES_TAG} printed no example line:\n{cell.source[:300]}"
+            lines += [tuple(line.split(" — ", 1)) for line in found]
+    return lines
+
+
 @pytest.mark.parametrize("lesson", [p for p in LESSONS if p.stem[:2] != "00"], ids=lambda p: p.stem)
 def test_the_build_it_section_holds_the_learners_code(lesson: Path):
     worked = nbformat.read(lesson, as_version=4)
@@ -77,13 +97,20 @@ def test_the_worked_lesson_passes_every_check_after_a_solution(lesson: Path):
 # and lesson 06 writes and reads back checkpoints/ there.
 @pytest.mark.parametrize("lesson", [pytest.param(p, id=p.stem, marks=pytest.mark.xdist_group(p.stem))
                                     for p in LESSONS])
-def test_the_untouched_handout_runs_to_the_end_and_every_check_hints(lesson: Path, monkeypatch):
+def test_the_untouched_handout_runs_offline_to_the_end_and_every_check_hints(lesson: Path, monkeypatch,
+                                                                           tmp_path):
     original = nbformat.read(lesson, as_version=4)
     handout = student_notebook(original)
     assert sum(c.source.count(BEGIN) for c in original.cells if c.cell_type == "code") >= 2
     checks = check_cells(handout)
     assert len(checks) >= 2, f"{lesson.stem}: found {len(checks)} exercise checks"
     monkeypatch.setenv("CAPSEDU_FAST", "1")
+    monkeypatch.delenv("CAPSEDU_DATA", raising=False)  # offline: no data root named,
+    matplotlib_cache = os.environ.get("MPLCONFIGDIR") or str(Path.home() / ".config" / "matplotlib")
+    monkeypatch.setenv("MPLCONFIGDIR", matplotlib_cache)  # the font cache as before: not rebuilt per lesson
+    monkeypatch.setenv("HOME", str(tmp_path))  # no cached download,
+    for proxy in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):  # and no download
+        monkeypatch.setenv(proxy, "http://127.0.0.1:9")  # (the discard port: refused at once)
     client = NotebookClient(handout, timeout=600, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(lesson.parent)}})
     client.execute()
@@ -94,3 +121,8 @@ def test_the_untouched_handout_runs_to_the_end_and_every_check_hints(lesson: Pat
     for index in checks:
         text = text_of(handout.cells[index])
         assert f"{FAILED} {STUB_HINT}" in text, f"{lesson.stem} cell {index}: {text!r}"
+    offline, stored = example_lines(handout), example_lines(original)
+    assert [classes for classes, _ in offline] == [classes for classes, _ in stored], (
+        f"{lesson.stem}: offline the examples are {offline}, stored {stored}")
+    assert all("offline" in where for _, where in offline), offline
+    assert all("official" in where for _, where in stored), stored

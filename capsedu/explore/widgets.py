@@ -160,7 +160,9 @@ class PerturbationExplorer(_Explorer):
             self.reset(before)
         note = (f"Image {self.index.value} only, one dimension at a time ({len(values)} offsets each); "
                 "typing another image or moving several dimensions needs the live explorer.")
-        return FrameExplorer(rows, Control("offset", tuple(f"{v:+.2f}" for v in values), offsets // 2),
+        # it opens at the largest offset: at 0 every dimension draws the same picture, so a reader
+        # who moved "dimension" first would see nothing change
+        return FrameExplorer(rows, Control("offset", tuple(f"{v:+.2f}" for v in values), offsets - 1),
                              Control("dimension", tuple(str(d) for d in range(len(self.sliders)))), note)
 
 

@@ -70,6 +70,7 @@ print(capsedu.shipped_summary())
 
 test = capsedu.load_mnist("test")
 n_search = capsedu.choose(learner=len(test), fast=500)  # test images searched for mistakes below
+seven, four = test.first_index(7), test.first_index(4, nth=1)  # examples chosen by class
 
 # %% [markdown]
 # ## Build it
@@ -80,9 +81,11 @@ n_search = capsedu.choose(learner=len(test), fast=500)  # test images searched f
 # zero (lesson 05). If the reconstruction looks like the input, those 16 numbers carry enough to
 # redraw the digit: its thickness, slant, size and position.
 
-# %%
-reconstruction_grid(model, test.images[:10], test.labels[:10],
-                    "The first ten test digits (true → predicted) and the decoder's reconstructions")
+# %% tags=["example-digits"]
+one_each = test.one_per_class()  # the first test digit of each class: 0, 1, ..., 9 for everyone
+print(test.describe_examples(one_each))
+reconstruction_grid(model, test.images[one_each], test.labels[one_each],
+                    "The first test digit of each class (true → predicted) and the decoder's reconstructions")
 
 # %% [markdown]
 # ### Your probe: perturb one dimension and decode
@@ -119,11 +122,15 @@ probe = yours_or_reference(check_perturb_and_decode, my_perturb_and_decode, pert
 # axis or by its largest entry, squashing again after the move, flattening the capsules in the
 # wrong order, or moving the capsule in place (the next probe would start from a moved one).
 #
-# Now the probe on a real digit: the 7 of test image 0, with the dimension whose move changes its
-# drawing most (found from the static grid's sweep below) moved by +0.25.
+# Now the probe on a real digit: the first 7 of the test split, with the dimension whose move
+# changes its drawing most (found from the static grid's sweep below) moved by +0.25. This
+# lesson's text reads the official test split's pictures: its first 7 is test image 0, and its
+# second 4, used further down, is test image 6. With the offline data your 7 and 4 are other
+# drawings of the same digits, so the dimensions that matter most can differ from those named.
 
-# %%
-image = test.images[0]  # (1, 28, 28): test digit number 0
+# %% tags=["example-digits"]
+print(test.describe_examples([seven, four]))
+image = test.images[seven]  # (1, 28, 28): the first 7
 sweep, _ = perturbation_sweep(model, image)  # (D_out, V, H, W): every dimension, every offset
 dim = int((sweep[:, -1] - sweep[:, 0]).abs().mean(dim=(1, 2)).argmax())  # the one that changes most
 with torch.no_grad():
@@ -213,7 +220,7 @@ perturbation_grid(model, image)
 # A second digit, to compare which dimensions matter and what they do for another class:
 
 # %%
-perturbation_grid(model, test.images[6], strongest=6)
+perturbation_grid(model, test.images[four], strongest=6)
 
 # %% [markdown]
 # For the 4 the strongest dimensions are others (13, 14 and 3, against 1, 12 and 8 for the 7),
@@ -236,7 +243,7 @@ perturbation_grid(model, test.images[6], strongest=6)
 # every slider back to 0. The figure is redrawn in place, so it follows the sliders smoothly.
 
 # %% tags=["remove-output"]
-explorer = perturbation_explorer(model, test, index=0)
+explorer = perturbation_explorer(model, test, index=seven)
 explorer
 
 # %% [markdown]
@@ -263,14 +270,14 @@ explorer.frames()
 # %% [markdown]
 # ### The routing explorer
 #
-# Lesson 03's explorer, on the first test digit: move the slider from 1 to 7 routing iterations.
+# Lesson 03's explorer, on the same 7: move the slider from 1 to 7 routing iterations.
 # With $r = 1$ every primary capsule splits its vote evenly ($c_{ij} = 1/10$, $J c_{ij} = 1$);
 # each further iteration gives more of it to the digit capsules its prediction agrees with. Top:
 # $J c$ toward the predicted class over the digit and the vote share of each class; bottom: the
 # capsule lengths after 1, 2, ..., r iterations and $J c$ for each capsule type on its own grid.
 
 # %% tags=["remove-output"]
-router = routing_explorer(model, test, index=0)
+router = routing_explorer(model, test, index=seven)
 router
 
 # %% [markdown]
@@ -348,7 +355,7 @@ wrong = torch.nonzero(~right[3]).flatten()  # test indices of the mistakes
 # votes much: 0.107 of the length-weighted votes reach the predicted class when it is right,
 # 0.102 when it is wrong, against 0.100 with no routing at all. In this network the
 # decision is made by the votes $\hat{\mathbf u} = \mathbf W\mathbf u$; routing mostly
-# lengthens the capsule the votes already favour (for test digit 0, from 0.519 at r = 1 to 0.952
+# lengthens the capsule the votes already favour (for the official split's first 7, from 0.519 at r = 1 to 0.952
 # at r = 3, printed under "Build it"). Paik, Kwak and Kim (2019, *Capsule Networks Need an Improved
 # Routing Algorithm*) report the same kind of finding for dynamic routing.
 #
@@ -387,7 +394,8 @@ for k in (true_class, wrong_class):
     print(f"lengths r = 1..{trained_r}, class {k}:", " ".join(f"{x:.2f}" for x in trace.lengths[:, k]))
 
 # %% [markdown]
-# Test image 2035 is a 5 that reads like a flat-topped 3: from its top bar a short diagonal runs
+# In the official test split this mistake is test image 2035 (offline, the search runs over other
+# digits and finds another one), a 5 that reads like a flat-topped 3: from its top bar a short diagonal runs
 # down to the left and ends in a point jutting out to the left, like the middle of a 3, above a
 # round bowl. The decoder redraws it convincingly as a 3; from the 5 capsule it draws only a
 # faint oval blur. The votes decide before any routing (r = 1: 0.35 for the 3, 0.14 for the 5),
@@ -415,7 +423,7 @@ wrong_router.frames()
 #
 # The routing explorer averages the couplings over the capsule types at each place. Here they are
 # type by type: `couplings_on_grid(c, label, num_types)` lays the column of c toward one class out
-# as one 6 × 6 map per type, type-major as in lesson 02. Where do the couplings of test digit 0 go
+# as one 6 × 6 map per type, type-major as in lesson 02. Where do the couplings of the 7 go
 # after three iterations, toward its own class and toward the class its capsules rank second? As
 # in the explorer the maps show $J c_{ij}$: 1 (white) is a fair share, red more, blue less.
 
@@ -506,7 +514,7 @@ def centre_move(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
 
 
 if shift_result:
-    for name, index in (("the 7", 0), ("the 4", 6)):
+    for name, index in (("the 7", seven), ("the 4", four)):
         pictures, _ = perturbation_sweep(model, test.images[index])  # (D_out, V, H, W)
         low, high = pictures[:, 0], pictures[:, -1]  # (D_out, H, W) at -0.25 and +0.25
         by_centre, by_alignment = centre_move(low, high), aligned_shift(low, high, 6)  # (D_out,)

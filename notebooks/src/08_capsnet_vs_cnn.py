@@ -203,8 +203,10 @@ rotate = yours_or_reference(check_rotate, my_rotate,
 # each side, affNIST's size). The networks see its central 28 × 28, exactly what turning the
 # 28 × 28 image gives; the canvas tells how much of the digit's ink that frame keeps.
 
-# %%
-digit = test.images[:1]  # (1, 1, 28, 28), a 7
+# %% tags=["example-digits"]
+seven = test.first_index(7)  # the first 7 of the test split, chosen by class: a 7 for every learner
+print(test.describe_examples([seven]))
+digit = test.images[seven:seven + 1]  # (1, 1, 28, 28)
 turned = torch.cat([rotate(digit, float(a)) for a in ROTATIONS])  # (A, 1, 28, 28)
 image_rows({"rotated": turned}, column_titles=[f"{a:+d}°" for a in ROTATIONS],
            title="One test digit, rotated by your rotate")
@@ -586,7 +588,7 @@ for seed in sorted(set(last["capsnet40"]) & set(last["cnn40"])):
 # change the digit; **reset** puts the sliders back to 0.
 
 # %% tags=["remove-output"]
-explorer = transform_explorer(capsnet, cnn, test, index=0)
+explorer = transform_explorer(capsnet, cnn, test, index=seven)
 explorer
 
 # %% [markdown]
@@ -609,9 +611,11 @@ explorer.reset()
 picture
 
 # %%
-transform_strip(capsnet, cnn, test.images[0], int(test.labels[0]), list(ROTATIONS))
+transform_strip(capsnet, cnn, test.images[seven], 7, list(ROTATIONS))
 
 # %% [markdown]
+# The text reads the official test split's first 7 (test image 0); offline, your 7 is another
+# drawing, turned the same way, and the angles where it is lost can differ.
 # This 7 is recognised by the CapsNet from −30° to +60° and by the CNN from −30° to +45°; at −45°
 # and −60° both call it a 2, and at +60° the CNN calls it a 0. At −30° both scores are already far
 # below their upright values, the CNN's probability even lower than the capsule's length (the
@@ -629,9 +633,9 @@ transform_strip(capsnet, cnn, test.images[0], int(test.labels[0]), list(ROTATION
 
 # %%
 angles = list(range(-45, 50, 5))
-label = int(test.labels[0])
-trajectory = capsule_trajectory(capsnet, test.images[0], label, angles=angles)
-features, probabilities = feature_trajectory(cnn, test.images[0], angles=angles)
+label = int(test.labels[seven])
+trajectory = capsule_trajectory(capsnet, test.images[seven], label, angles=angles)
+features, probabilities = feature_trajectory(cnn, test.images[seven], angles=angles)
 
 
 def pose_and_presence(steps, path, cnn_probabilities, xlabel):
@@ -692,8 +696,8 @@ plt.show()
 # %%
 shifts = [(float(dx), 0.0) for dx in range(-6, 7)]
 moves = [dx for dx, _ in shifts]
-shifted = capsule_trajectory(capsnet, test.images[0], label, shifts=shifts)
-shifted_features, shifted_probabilities = feature_trajectory(cnn, test.images[0], shifts=shifts)
+shifted = capsule_trajectory(capsnet, test.images[seven], label, shifts=shifts)
+shifted_features, shifted_probabilities = feature_trajectory(cnn, test.images[seven], shifts=shifts)
 fig, ax_len = pose_and_presence(moves, shifted, shifted_probabilities, "shift to the right (pixels)")
 ax_len.axvspan(-2, 2, color="0.9", zorder=0, label="shifts seen in training")
 ax_len.legend(fontsize=8)

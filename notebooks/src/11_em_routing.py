@@ -442,13 +442,15 @@ print(capsedu.compare_paired("dynamic routing", capsedu.correct_on_test("capsnet
 # class's votes projected on their two principal axes, coloured by $R_{ij}$, with the class
 # Gaussian's 2σ ellipse in the same projection.
 
-# %%
-image, label = test_digits[0][0], int(test_digits[0][1])
+# %% tags=["example-digits"]
+seven = test_digits.first_index(7)  # the first 7 of the test split: chosen by class, a 7 for everyone
+print(test_digits.describe_examples([seven]))
+image, label = test_digits[seven][0], 7  # (1, 28, 28)
 digit, digit_activations, steps = class_layer_trace(em, image, 5)  # (144, 10, 16), (144,), 5 steps
 own = em(image[None])[1][0]  # (J,) the network's own class activations, with its 2 iterations
 assert torch.allclose(steps[em.config.routing_iterations - 1].a, own, atol=1e-6), "trace != network"
 ranked = steps[1].a.argsort(descending=True).tolist()  # classes by activation after 2 iterations
-print(f"test image 0, label {label}; class activations after iteration:")
+print(f"test image {seven}, label {label}; class activations after iteration:")
 for t, step in enumerate(steps, 1):
     print(f"  {t}: " + ", ".join(f"{k}: {step.a[k]:.3f}" for k in ranked[:4]))
 shown = ranked[:3]
@@ -459,7 +461,8 @@ fig
 em_figure(steps, digit, iteration=2, parents=shown, names=[f"class {k}" for k in shown])
 
 # %% [markdown]
-# The network routes this 7 in its second iteration. After the first (one M-step on uniform
+# The text reads the official test split's first 7 (test image 0); offline, your 7 is another
+# drawing and its numbers differ. The network routes this 7 in its second iteration. After the first (one M-step on uniform
 # assignments) the four classes printed lie between 0.152 and 0.180, classes 2 and 9 a little
 # ahead of class 7. After the E-step, class 7 holds most of the 144 children (Σᵢ Rᵢⱼ in the
 # titles) and its activation is 1.000, while the next classes fall to 0.099 (class 2) and 0.084
@@ -533,7 +536,7 @@ for k in range(10):
                 set(range(10)) - {label, winner}) else None)))
 ax.axvline(em.config.inverse_temperature, color="tab:blue", ls=":", lw=1, label="trained with λ")
 ax.set(xscale="log", xlabel="inverse temperature λ", ylabel="class activation a_j",
-       title=f"Test image 0 (a {label}): activations against λ, 2 iterations")
+       title=f"Test image {seven} (a {label}): activations against λ, 2 iterations")
 ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5))
 plt.tight_layout()
 plt.show()
