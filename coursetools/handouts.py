@@ -29,6 +29,13 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("write your solution here, then run the check below")'
 LESSONS = Path(__file__).resolve().parents[1] / "notebooks"  # the repository's notebooks/
 PAGES = ("training_record.md",)  # pages beside the lessons that they link to (relative links)
+WORKED_SUFFIX = ".worked.ipynb"  # a worked lesson's name: its JupyterLab tab differs from the learner's
+
+
+def worked_name(lesson: str) -> str:
+    r"""The file name of lesson ``lesson``'s worked copy (``"03_dynamic_routing"`` ->
+    ``"03_dynamic_routing.worked.ipynb"``): open beside the learner's own, the two tabs read apart."""
+    return f"{lesson}{WORKED_SUFFIX}"
 
 
 def strip_solutions(source: str) -> str:

@@ -11,7 +11,7 @@ solution in plain view. So an instructor publishes a *learner repository*::
 What the learner repository holds (and the learner's ``~/capsedu`` after the pull)::
 
     NN_name.ipynb          the lesson, exercises to write (solutions stubbed, no outputs)
-    worked/NN_name.ipynb   the complete lesson with its outputs, to compare with afterwards
+    worked/NN_name.worked.ipynb  the complete lesson with its outputs, to compare with afterwards
     training_record.md     how the shipped networks were trained (the lessons link to it; also in worked/)
     README.md              what this folder is
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import nbformat
 
-from coursetools.handouts import LESSONS, copy_pages, student_notebook
+from coursetools.handouts import LESSONS, copy_pages, student_notebook, worked_name
 from coursetools.workspace import settle_lab_settings
 
 TARGET = "capsedu"  # the folder in each learner's home that nbgitpuller pulls into
@@ -44,7 +44,7 @@ README = """# capsedu - your lessons
 
 Pulled into your home by nbgitpuller. Work in `NN_name.ipynb` (the exercises are yours to write;
 run each lesson top to bottom, the checks tell you what to fix). `worked/` holds the complete
-lessons with their outputs, to compare with afterwards. Opening the course's link again brings new
+lessons with their outputs (`NN_name.worked.ipynb`), to compare with afterwards. Opening the course's link again brings new
 lessons and keeps what you edited. Graded assignments are not here: fetch them from JupyterLab's
 *Assignments* tab (nbgrader).
 """
@@ -73,13 +73,14 @@ def write_learner_files(dest: Path, withhold: Sequence[str] = (), lessons: Path 
         raise ValueError(f"withhold={unknown}: not lessons of the course (expected names like {names[1]})")
     published = [name for name in names if name not in withhold]
     (dest / "worked").mkdir(parents=True, exist_ok=True)
+    keep = {f"{name}.ipynb" for name in published} | {worked_name(name) for name in published}
     for stale in [*dest.glob("[0-9][0-9]_*.ipynb"), *(dest / "worked").glob("[0-9][0-9]_*.ipynb")]:
-        if stale.stem not in published:
+        if stale.name not in keep:  # withdrawn lessons, and worked copies under an earlier name
             stale.unlink()
     for name in published:
         notebook = nbformat.read(Path(lessons) / f"{name}.ipynb", as_version=4)
         nbformat.write(student_notebook(notebook), dest / f"{name}.ipynb")
-        nbformat.write(notebook, dest / "worked" / f"{name}.ipynb")
+        nbformat.write(notebook, dest / "worked" / worked_name(name))
     copy_pages(dest, lessons)
     copy_pages(dest / "worked", lessons)
     (dest / "README.md").write_text(README)

@@ -9,7 +9,8 @@ choose another folder) and opens JupyterLab on it at lesson 00. The course's own
 What a learner gets::
 
     workspace/NN_name.ipynb          the lesson, exercises to write (solutions stubbed, no outputs)
-    workspace/worked/NN_name.ipynb   the complete lesson with its outputs, read-only, to compare with
+    workspace/worked/NN_name.worked.ipynb  the complete lesson with its outputs, read-only, to
+                                     compare with (named apart: the two tabs read differently)
     workspace/training_record.md     how the shipped networks were trained (the lessons link to it;
                                      also in worked/), read-only, always the course's current one
     workspace/.capsedu/delivered.json  what was delivered, to recognise the learner's edits
@@ -36,7 +37,7 @@ from pathlib import Path
 
 import nbformat
 
-from coursetools.handouts import LESSONS, copy_pages, student_notebook
+from coursetools.handouts import LESSONS, copy_pages, student_notebook, worked_name
 
 REPO = LESSONS.parent
 DEFAULT = REPO / "workspace"
@@ -111,9 +112,13 @@ def update(root: str | os.PathLike | None = None, lessons: Path = LESSONS) -> Re
     record = root / ".capsedu" / "delivered.json"
     delivered = json.loads(record.read_text()) if record.exists() else {}
     report = Report()
+    current = {worked_name(lesson.stem) for lesson in sources}
+    for old in (root / "worked").glob("[0-9][0-9]_*.ipynb"):  # earlier names, withdrawn lessons
+        if old.name not in current:
+            old.unlink()
     for lesson in sources:
         deliver(lesson, root, delivered, report)
-        write_read_only(nbformat.read(lesson, as_version=4), root / "worked" / lesson.name)
+        write_read_only(nbformat.read(lesson, as_version=4), root / "worked" / worked_name(lesson.stem))
     for folder in (root, root / "worked"):  # the lessons' relative links work in both
         for page in copy_pages(folder, lessons):
             page.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)

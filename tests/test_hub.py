@@ -174,8 +174,8 @@ def test_publish_withholds_graded_lessons_and_names_bad_ones(tmp_path):
     repo = tmp_path / "learner"
     first = publish(repo, withhold=[LESSON])
     files = {p.relative_to(repo).as_posix() for p in repo.rglob("*.ipynb") if ".git" not in p.parts}
-    assert f"{LESSON}.ipynb" not in files and f"worked/{LESSON}.ipynb" not in files
-    assert "00_start_here.ipynb" in files and "worked/00_start_here.ipynb" in files
+    assert f"{LESSON}.ipynb" not in files and f"worked/{LESSON}.worked.ipynb" not in files
+    assert "00_start_here.ipynb" in files and "worked/00_start_here.worked.ipynb" in files
     stub = nbformat.read(repo / "04_margin_loss.ipynb", as_version=4)
     text = "\n".join(cell.source for cell in stub.cells)
     assert "### BEGIN SOLUTION" not in text and "YOUR CODE HERE" in text
@@ -387,7 +387,7 @@ def test_a_class_pulls_fetches_submits_and_gets_graded(hub, browser, tmp_path):
         pages[user] = page = log_in(browser, hub, user)
         pull(page, hub, user, "2")
         home = learner_home(hub, user) / TARGET
-        assert (home / "00_start_here.ipynb").exists() and (home / "worked" / "02_primary_capsules.ipynb").exists()
+        assert (home / "00_start_here.ipynb").exists() and (home / "worked" / "02_primary_capsules.worked.ipynb").exists()
         assert not (home / f"{LESSON}.ipynb").exists(), "a graded lesson must come through nbgrader, not the pull"
         output = fetch_solve_submit(page, user, solutions, count)
         # one ✅ for each solved exercise (the first is Build it's squash); a hint for the rest

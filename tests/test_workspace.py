@@ -51,7 +51,7 @@ def test_first_use_gives_exercises_to_write_and_read_only_worked_lessons(tmp_pat
         mine = nbformat.read(tmp_path / "ws" / name, as_version=4)
         code = [c for c in mine.cells if c.cell_type == "code"]
         assert not any(BEGIN in c.source or c.outputs for c in code), f"{name}: answers in view"
-        worked = tmp_path / "ws" / "worked" / name
+        worked = tmp_path / "ws" / "worked" / name.replace(".ipynb", ".worked.ipynb")  # a tab of its own
         assert worked.read_bytes() == (COURSE / name).read_bytes()
         assert not worked.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
     stubbed = nbformat.read(tmp_path / "ws" / "01_squash.ipynb", as_version=4)
@@ -68,7 +68,16 @@ def test_update_keeps_the_learners_edits_and_delivers_the_new_version_beside(tmp
     assert report.kept == ["01_squash.ipynb"]
     assert "My own note." in (root / "01_squash.ipynb").read_text()
     assert "A correction" in (root / "01_squash.updated.ipynb").read_text()
-    assert "A correction" in (root / "worked" / "01_squash.ipynb").read_text()
+    assert "A correction" in (root / "worked" / "01_squash.worked.ipynb").read_text()
+
+
+def test_worked_lessons_under_their_earlier_name_are_replaced(tmp_path, course):
+    root = tmp_path / "ws"
+    workspace.update(root, lessons=course)
+    earlier = root / "worked" / "01_squash.ipynb"  # how worked copies were named before
+    earlier.write_text((root / "worked" / "01_squash.worked.ipynb").read_text())
+    workspace.update(root, lessons=course)
+    assert not earlier.exists() and (root / "worked" / "01_squash.worked.ipynb").exists()
 
 
 def test_update_replaces_a_lesson_the_learner_only_ran(tmp_path, course):

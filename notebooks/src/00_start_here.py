@@ -48,7 +48,7 @@
 #
 # - **On your own in JupyterLab.** In the course's folder, `make lab` installs everything (first
 #   time only) and opens JupyterLab on **your workspace** at this lesson: `workspace/NN_name.ipynb`
-#   are your copies of the lessons, to run and change; `workspace/worked/NN_name.ipynb` are the
+#   are your copies of the lessons, to run and change; `workspace/worked/NN_name.worked.ipynb` are the
 #   complete lessons, read-only, to compare with. Open the lessons in order and run the cells top
 #   to bottom (Shift-Enter). Every lesson runs on its own: no state is carried between notebooks.
 #   From lesson 01 on, each lesson follows the same path: **Build it** (you write the piece the
