@@ -193,8 +193,9 @@ def test_the_repository_address_is_set_in_one_place() -> None:
     assert "<https://example.org/capsedu>" in named.myst_substitutions["repository"]
     unnamed = SimpleNamespace(html_theme_options={}, myst_substitutions={})
     course_download().add_substitutions(None, unnamed)
-    assert "names no repository" in unnamed.myst_substitutions["repository"]
+    assert unnamed.myst_substitutions["repository"] == ""  # the download alone, no deployer's note
     assert "{{ repository }}" in (BOOK / "setup.md").read_text()
+    assert "repository: url:" in (BOOK / "instructors.md").read_text()  # where a deployment sets it
 
 
 def test_mathjax_and_widget_renderer_are_shipped(site: Path) -> None:
@@ -232,13 +233,18 @@ class BookPage:
         self.page = page
         self._requests: list[str] = []
         self._failures: list[str] = []
+        self._errors: list[str] = []
         page.on("request", lambda request: self._requests.append(request.url))
         page.on("requestfailed", lambda request: self._failures.append(
             f"{request.url}: {request.failure}"))
+        page.on("pageerror", lambda error: self._errors.append(f"uncaught: {error}"))
+        page.on("console", lambda message: self._errors.append(f"console.error: {message.text}")
+                if message.type == "error" else None)
 
     def open(self, url: str) -> None:
         self._requests.clear()
         self._failures.clear()
+        self._errors.clear()
         self.page.goto(url, wait_until="load")
 
     def evaluate(self, expression: str):
@@ -256,6 +262,10 @@ class BookPage:
 
     def failures(self) -> list[str]:
         return list(self._failures)
+
+    def errors(self) -> list[str]:
+        """Uncaught exceptions and console errors since the page was opened."""
+        return list(self._errors)
 
     def screenshot(self, path: Path, max_height: int = 6000) -> None:
         """Save the top of the page (up to max_height pixels) as a PNG."""
@@ -312,6 +322,7 @@ def check_lesson(page: BookPage, html: Path) -> dict:
     remote = [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
     assert not remote, f"{html.name}: requests to remote hosts: {remote}"
     assert not page.failures(), f"{html.name}: resources that failed to load: {page.failures()}"
+    assert not page.errors(), f"{html.name}: JavaScript errors: {page.errors()}"
     assert state["typeset"] == state["maths"], f"{html.name}: not every equation typeset: {state}"
     assert state["errors"] == 0, f"{html.name}: MathJax reported TeX errors"
     assert state["loaded"] == state["images"], f"{html.name}: figures that did not load: {state}"
@@ -353,17 +364,21 @@ def _shown_picture(explorer) -> bytes:
     return shown.screenshot()
 
 
-def _move(page: BookPage, handle) -> None:
-    """One step of a slider with the keyboard: right, or left where it is at its end."""
+def _move(page: BookPage, handle) -> str:
+    """One step of a slider with the keyboard: right, or left where it is at its end; returns
+    the key that moves it back."""
     now, top = (float(handle.get_attribute(k)) for k in ("aria-valuenow", "aria-valuemax"))
     handle.focus()
-    page.page.keyboard.press("ArrowRight" if now < top else "ArrowLeft")
+    key, back = ("ArrowRight", "ArrowLeft") if now < top else ("ArrowLeft", "ArrowRight")
+    page.page.keyboard.press(key)
     page.page.wait_for_timeout(150)
+    return back
 
 
 def test_the_explorers_move_on_the_static_site(site: Path, page: BookPage) -> None:
-    """Every frame explorer on every lesson page: each of its sliders, moved with the keyboard,
-    changes the picture, with no kernel and no request beyond the local files; screenshots."""
+    """Every frame explorer on every lesson page: from where it starts, each of its sliders moved
+    alone with the keyboard changes the picture (a reader may try any one first), with no kernel
+    and no request beyond the local files; screenshots."""
     moved: dict[str, int] = {}
     for lesson in lesson_pages(site):
         if "capsedu-frames" not in lesson.read_text(encoding="utf-8"):
@@ -377,10 +392,14 @@ def test_the_explorers_move_on_the_static_site(site: Path, page: BookPage) -> No
             explorer.screenshot(path=str(SCREENSHOTS / f"{lesson.stem}-frames{e}-before.png"))
             handles = explorer.locator(".noUi-handle")
             assert handles.count() >= 1, f"{lesson.name}: explorer {e} has no slider"
-            for h in reversed(range(handles.count())):  # inner first: offset 0 looks alike in every row
-                before = _shown_picture(explorer)
-                _move(page, handles.nth(h))
-                assert _shown_picture(explorer) != before, f"{lesson.name}: explorer {e}, slider {h} moved nothing"
+            start = _shown_picture(explorer)
+            for h in range(handles.count()):
+                back = _move(page, handles.nth(h))
+                assert _shown_picture(explorer) != start, (
+                    f"{lesson.name}: explorer {e}, slider {h} moved alone from the start changed nothing")
+                page.page.keyboard.press(back)  # back to the start for the next slider
+                page.page.wait_for_timeout(150)
+                assert _shown_picture(explorer) == start, f"{lesson.name}: explorer {e} did not return"
                 moved[lesson.stem] = moved.get(lesson.stem, 0) + 1
             explorer.screenshot(path=str(SCREENSHOTS / f"{lesson.stem}-frames{e}-after.png"))
         remote = [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
@@ -399,7 +418,22 @@ def test_landing_page_in_chromium(site: Path, page: BookPage) -> None:
     assert cards == [f"{d}.html" for d in toc_lessons()], cards
     assert not [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
     assert not page.failures(), page.failures()
+    assert f"version {course_download().course_version()} of the course" in page.evaluate(
+        "document.querySelector('main').innerText"), "the front page does not name the course's version"
     page.screenshot(SCREENSHOTS / "intro.png")
+
+
+def test_no_javascript_error_on_the_other_pages(site: Path, page: BookPage) -> None:
+    """The pages that are not lessons (check_lesson checks those): no uncaught exception and no
+    console error once the page and its MathJax have loaded."""
+    lessons = set(lesson_pages(site))
+    others = [p for p in site_pages(site) if p not in lessons and p.name != "search.html"]
+    assert len(others) >= 4, others
+    for html in others:
+        page.open(html.as_uri())
+        if page.evaluate("document.querySelectorAll('main .math').length > 0"):
+            assert page.wait_for(WAIT_FOR_MATHJAX), f"{html.name}: MathJax never started"
+        assert not page.errors(), f"{html.relative_to(site)}: JavaScript errors: {page.errors()}"
 
 
 def test_search_works_offline(site: Path, page: BookPage) -> None:

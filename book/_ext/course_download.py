@@ -9,12 +9,14 @@ files give the same bytes.
 
 The repository's address is written in one place, ``repository: url:`` of ``_config.yml``
 (Jupyter Book passes it on as the theme's ``repository_url``). Pages use it through the MyST
-substitutions ``{{ repository }}`` (a sentence naming it, or saying that this build names none) and
-``{{ course_zip }}`` (the download link).
+substitutions ``{{ repository }}`` (a sentence for the learner naming it; empty when none is set,
+so that the page offers the download alone and says nothing about deployments) and
+``{{ course_zip }}`` (the download link); ``{{ version }}`` is the course's version.
 """
 
 from __future__ import annotations
 
+import ast
 import zipfile
 from pathlib import Path
 
@@ -54,12 +56,18 @@ def write_course_zip(target: Path, repo: Path = REPO) -> Path:
     return target
 
 
+def course_version(repo: Path = REPO) -> str:
+    r"""``capsedu.__version__``, read from ``capsedu/_version.py`` without importing the package."""
+    tree = ast.parse((repo / "capsedu" / "_version.py").read_text(encoding="utf-8"))
+    return next(node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__version__"])
+
+
 def add_substitutions(app: Sphinx, config: Config) -> None:
     url = (config.html_theme_options or {}).get("repository_url", "")
-    repository = (f"The code lives in the repository at <{url}>." if url else
-                  "This build of the site names no repository (a deployment sets it as "
-                  "`repository: url:` in `book/_config.yml`).")
+    repository = f"Or clone the course's repository: <{url}>." if url else ""
     config.myst_substitutions = {**config.myst_substitutions, "repository": repository,
+                                 "version": course_version(),
                                  "course_zip": f'<a href="{TARGET.as_posix()}" download>capsedu-course.zip</a>'}
 
 
