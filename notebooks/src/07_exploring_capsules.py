@@ -394,10 +394,10 @@ for k in (true_class, wrong_class):
     print(f"lengths r = 1..{trained_r}, class {k}:", " ".join(f"{x:.2f}" for x in trace.lengths[:, k]))
 
 # %% [markdown]
-# In the official test split this mistake is test image 2035 (offline, the search runs over other
-# digits and finds another one), a 5 that reads like a flat-topped 3: from its top bar a short diagonal runs
-# down to the left and ends in a point jutting out to the left, like the middle of a 3, above a
-# round bowl. The decoder redraws it convincingly as a 3; from the 5 capsule it draws only a
+# In the official test split this mistake is test image 2035; offline, the search runs over other
+# digits and finds another one. Test image 2035 is a 5 that reads like a flat-topped 3: from its
+# top bar a short diagonal runs down to the left and ends in a point jutting out to the left, like
+# the middle of a 3, above a round bowl. The decoder redraws it convincingly as a 3; from the 5 capsule it draws only a
 # faint oval blur. The votes decide before any routing (r = 1: 0.35 for the 3, 0.14 for the 5),
 # and routing does not correct them — it lengthens the 3 to 0.93 by r = 3, while the 5 grows only
 # a little (0.16, then 0.19). Routing raises a coupling where a vote agrees with the capsule it
