@@ -71,7 +71,7 @@ from capsedu.course.checks import yours_or_reference
 from capsedu.course.checks.pressure import check_fgsm, check_margin_fgsm, check_vote_scores
 from capsedu.data.fashion_mnist import CLASSES
 from capsedu.explore.adaptive import full_routing_gradient
-from capsedu.explore.attacks import ScoresAsLogits, attacked_accuracy, attacked_correct, pgd
+from capsedu.explore.attacks import ScoresAsLogits, apgd, attacked_accuracy, attacked_correct, pgd
 from capsedu.explore.attacks import fgsm as capsedu_fgsm  # the reference for your my_fgsm
 from capsedu.explore.critique import capsule_activity, coupling_entropy, coupling_spread
 from capsedu.zoo.shipped import study
@@ -754,6 +754,44 @@ for dataset in studied:
 # Efficient-CapsNet had none left). Transfers are weaker than each network's own attack, and
 # Square adds nothing at ε = 0.05. The 200-step runs there still break 11 of the CapsNet's images and 5 of each of the
 # others': as on MNIST, the worst cases had almost, not quite, stopped falling.
+#
+# The two 200-step rows are the last points of a curve: does accuracy stop falling as the attack
+# gets longer? Live, on the first test digits at ε = 0.1, Auto-PGD on the DLR loss for the CapsNet
+# (through its true gradient) and the CNN. Each run is longer than the one before, and meets only
+# the digits the shorter runs left right, so each point is the worst case over every run so far:
+
+# %%
+n_curve = capsedu.choose(learner=100, fast=20)
+curve_images, curve_labels = digits.images[:n_curve], digits.labels[:n_curve]
+budgets = [(10, 1), (25, 1), (50, 1), (100, 1), (200, 1), (200, 2)]  # (steps, restarts)
+curves = {}
+for name, model, network in (("CapsNet", capsnet, true_capsnet), ("CNN", cnn, cnn)):
+    alive = torch.ones(n_curve, dtype=torch.bool)  # (N,) right after every run so far
+    curves[name] = []
+    for steps, restarts in budgets:
+        alive = attacked_correct(model, curve_images, curve_labels,
+                                 apgd(network, 0.1, steps=steps, restarts=restarts), where=alive)
+        curves[name].append(float(alive.float().mean()))
+    print(f"{name:8s} " + ", ".join(f"{s} x {r}: {100 * a:.0f} %" for (s, r), a in zip(budgets, curves[name])))
+fig, ax = plt.subplots(figsize=(6.5, 3.4), layout="constrained")
+tick_labels = [f"{s}" if r == 1 else f"{s} x {r}" for s, r in budgets]
+for name, marker in (("CapsNet", "o"), ("CNN", "s")):
+    colour = COLOURS[name][0]
+    errors = [2 * capsedu.standard_error(a, n_curve) for a in curves[name]]
+    ax.errorbar(range(len(budgets)), curves[name], yerr=errors, color=colour, marker=marker, capsize=2, label=name)
+ax.set(xticks=range(len(budgets)), xticklabels=tick_labels, xlabel="Auto-PGD (DLR) steps x restarts, longest so far",
+       ylabel="accuracy (bars: ± 2 SE)", ylim=(-0.02, 1.02),
+       title=f"Worst case over ever longer attacks, eps = 0.1, {n_curve} MNIST test digits")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# The CNN has nothing left from 50 steps on. The CapsNet's worst case falls steeply up to 50
+# steps, 56 % after 10 and 36 % after 50 (the chain's Auto-PGD length), then slowly: 31 % after
+# 100, 30 % after 200 and 29 % with a second restart. Each longer run now breaks one more digit
+# of the hundred. The curve has flattened but not reached a floor, which is what the checklist's
+# 200-step row said for the study's 1,000 digits: the CapsNet's worst cases are upper bounds that
+# longer attacks would still lower, a little at a time.
 #
 # ### 3. The scaling critique
 #
