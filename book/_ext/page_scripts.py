@@ -11,15 +11,13 @@ error or uncaught exception):
 - **MathJax 2's API for the widget manager.** The ipywidgets HTML manager typesets widget labels
   through ``MathJax.Hub.Queue`` (MathJax 2); the site loads MathJax 3, which has no ``Hub``, so
   every page with a slider threw "Cannot read properties of undefined (reading 'Queue')".
-  ``_static/mathjax2-bridge.js`` gives MathJax 3 a ``Hub.Queue`` that calls ``typesetPromise``.
+  ``_static/mathjax2-bridge.js`` gives MathJax 3 a ``Hub.Queue`` that calls ``typesetPromise``
+  (Jupyter Book adds every ``.js`` file of ``book/_static`` to every page).
 """
 
 from __future__ import annotations
 
 from sphinx.application import Sphinx
-
-BRIDGE = "mathjax2-bridge.js"  # in book/_static (html_static_path)
-
 
 def _key(script) -> tuple:
     r"""What makes two of a page's script entries the same: file name and attributes (an inline
@@ -38,6 +36,5 @@ def scripts_once(app: Sphinx, pagename: str, templatename: str, context: dict, d
 
 
 def setup(app: Sphinx) -> dict:
-    app.add_js_file(BRIDGE)
     app.connect("html-page-context", scripts_once, priority=900)  # after the others add theirs
     return {"parallel_read_safe": True, "parallel_write_safe": True}
