@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from sphinx.application import Sphinx
 
+
 def _key(script) -> tuple:
     r"""What makes two of a page's script entries the same: file name and attributes (an inline
     script's text is its ``body`` attribute)."""
