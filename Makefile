@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.capsedu-installed
 
-.PHONY: install lab update author-lab test unit notebooks lint sync execute student grading grade-all clean
+.PHONY: install lab update author-lab test unit notebooks lint sync execute student grading hub grade-all clean
 
 install: $(STAMP)
 
@@ -102,6 +102,13 @@ student: $(LEARNER_STAMP)
 # An nbgrader course (one assignment per lesson) for instructors who grade with nbgrader.
 grading: $(CLASSROOM_STAMP)
 	$(PY) -m coursetools.grading --out build/nbgrader
+
+# The class hub on one machine (as root, in a clone every account can read: classroom/README.md):
+# state folder, exchange, proxy, learner repository served by git daemon, then JupyterHub until
+# Ctrl+C. HUB_ARGS: see `python -m coursetools.hub_server --help`; tests/test_hub.py runs it.
+HUB_ARGS ?=
+hub: $(CLASSROOM_STAMP)
+	$(PY) -m coursetools.hub_server $(HUB_ARGS)
 
 # nbgrader's generate_assignment and autograde on every lesson (make test grades two): the
 # released handout must score 0, a half-solved one in between, a solved one full marks.

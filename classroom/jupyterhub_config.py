@@ -1,23 +1,24 @@
-"""JupyterHub for a capsedu class on one machine - the configuration ``tests/test_hub.py`` runs.
+"""JupyterHub for a capsedu class on one machine - what ``make hub`` runs and ``tests/test_hub.py`` tests.
 
-    sudo .venv/bin/jupyterhub -f classroom/jupyterhub_config.py   # in the course's folder
+    sudo make hub HUB_ARGS="--instructors alan --learners 'ada grace'"   # in the course's folder
 
-Every learner's server is JupyterLab from the course's own environment (the one that runs this
-file), with nbgrader's *Assignments* tab for learners (``classroom/learner_jupyter``) and its
-instructor tools for the hub's admins. Learners get their lessons from an nbgitpuller link
-(``python -m coursetools.hub``) and graded assignments through nbgrader's exchange folder.
+``make hub`` (``coursetools/hub_server.py``) prepares the state folder, the exchange, the proxy and
+the learner repository, checks that learner accounts can reach the environment, and starts
+JupyterHub with this file. Every learner's server is JupyterLab from the course's own environment
+(the one that runs this file), with nbgrader's *Assignments* tab for learners
+(``classroom/learner_jupyter``) and its instructor tools for the hub's admins. Learners get their
+lessons from an nbgitpuller link and graded assignments through nbgrader's exchange folder.
 
-Settings a class changes through the environment of the ``jupyterhub`` command:
-``CAPSEDU_HUB_STATE`` (the hub's database and secrets, default ``/srv/capsedu-hub``),
-``CAPSEDU_EXCHANGE`` (nbgrader's shared exchange, default ``/srv/nbgrader/exchange``; create it
-``chmod 1777``), ``CAPSEDU_INSTRUCTORS`` and ``CAPSEDU_LEARNERS`` (user names, space-separated),
-``CAPSEDU_DATA`` (a folder with the MNIST files every learner can read). Learners log in with
-their system accounts (PAM, JupyterHub's default) and each server runs as that user
-(LocalProcessSpawner); for a hub on Kubernetes see ``classroom/z2jh``. The test loads this file
-and changes the ports and folders, the proxy command (configurable-http-proxy from npm), the
-authenticator and the spawner (one system user with a fixed password: it cannot create system
-users), and the servers' arguments (``--allow-root``; JupyterLab's objects exposed to the browser,
-which the test reads) - see ``TEST_CONFIG`` in ``tests/test_hub.py``.
+What it reads from its environment (``make hub`` sets each from its arguments):
+``CAPSEDU_HUB_STATE`` (the hub's database and secrets), ``CAPSEDU_HUB_PROXY``
+(configurable-http-proxy), ``CAPSEDU_EXCHANGE`` (nbgrader's exchange), ``CAPSEDU_INSTRUCTORS`` and
+``CAPSEDU_LEARNERS`` (user names, space-separated), ``CAPSEDU_DATA`` (a folder with the MNIST files
+every learner can read). Learners log in with their system accounts (PAM, JupyterHub's default)
+and each server runs as that user (LocalProcessSpawner); for a hub on Kubernetes see
+``classroom/z2jh``. The test loads this file and changes the ports, the authenticator and the
+spawner (one system user with a fixed password: it cannot create system users), and the servers'
+arguments (``--allow-root``; JupyterLab's objects exposed to the browser, which the test reads) -
+see ``TEST_CONFIG`` in ``tests/test_hub.py``.
 """
 
 import os
@@ -35,6 +36,7 @@ c.JupyterHub.bind_url = "http://127.0.0.1:8000"  # put your HTTPS reverse proxy 
 c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "jupyterhub-proxy.pid")
+c.ConfigurableHTTPProxy.command = [os.environ.get("CAPSEDU_HUB_PROXY", "configurable-http-proxy")]
 
 c.Authenticator.admin_users = set(os.environ.get("CAPSEDU_INSTRUCTORS", "").split())
 c.Authenticator.allowed_users = set(os.environ.get("CAPSEDU_LEARNERS", "").split())

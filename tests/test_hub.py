@@ -1,17 +1,21 @@
-"""A class on a real JupyterHub: log in, pull the lessons, fetch, submit, get graded and feedback.
+"""A class on a real JupyterHub: log in, pull the lessons, fetch, submit, validate, get graded and feedback.
 
-The test starts JupyterHub (``classroom/jupyterhub_config.py``, with configurable-http-proxy from
-npm) on 127.0.0.1 with one instructor and two learners, a git daemon on loopback serving the
-learner repository (``python -m coursetools.hub publish``), and nbgrader's exchange in a shared
-folder. It then plays a class, the learners' side in headless Chromium (Playwright):
+The test runs ``make hub``'s command (``python -m coursetools.hub_server``) with the arguments
+``classroom/README.md`` gives - one instructor, two learners, lesson 01 withheld - in folders and
+ports of its own: it prepares the state folder, the exchange, configurable-http-proxy from npm and
+the learner repository, serves it with git daemon on loopback, and starts JupyterHub
+(``classroom/jupyterhub_config.py``). It then plays a class, the learners' side in headless
+Chromium (Playwright):
 
-1. the instructor publishes the learner repository, lesson 01 withheld, and releases lesson 01 as
-   an nbgrader assignment (``nbgrader generate_assignment`` / ``release_assignment``);
+1. the instructor releases lesson 01 as an nbgrader assignment (``nbgrader generate_assignment`` /
+   ``release_assignment``);
 2. each learner logs in on the hub's login page, opens the nbgitpuller link (lessons with stubs
    and the worked lessons arrive in ``~/capsedu``; lesson 01 does not), edits lesson 00;
-3. each learner fetches 01_squash in JupyterLab's *Assignments* list, types solutions into its
-   exercise cells (ada both, grace the first), runs every cell, saves and submits;
-4. the instructor collects, autogrades, generates and releases feedback: 2/2 and 1/2;
+3. each learner fetches 01_squash in JupyterLab's *Assignments* list, types into its exercise
+   cells (ada solves all three; grace the first, a wrong answer to the second - the square root
+   forgotten - and nothing in the third), runs every cell and saves; grace presses *Validate*,
+   which names the failed check; both submit;
+4. the instructor collects, autogrades, generates and releases feedback: 3/3 and 1/3;
 5. each learner fetches the feedback (an HTML report with the score arrives in their home);
 6. the instructor publishes again, with lesson 01 (the assignment is closed) and a new closing
    cell in lesson 00; ada opens the link again: lesson 01 arrives, and her lesson 00 holds both
@@ -30,9 +34,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
 import urllib.parse
 import urllib.request
@@ -44,9 +50,9 @@ import pytest
 from conftest import REPO
 from local_servers import CHROMIUM, free_port, headless_chromium, running, wait_for
 
+from coursetools import hub_server
 from coursetools.grading import write_course
 from coursetools.hub import TARGET, publish, pull_link
-from coursetools.workspace import settle_lab_settings
 
 pytestmark = pytest.mark.tools
 
@@ -56,16 +62,16 @@ LESSON = "01_squash"
 PASSWORD = "capsedu-class"
 EXERCISE_COUNT = 3  # lesson 01's: my_squash (Build it), input_length_for, votes_needed
 LEARNERS = {"ada": EXERCISE_COUNT, "grace": 1}  # how many of them each one solves
-CHP_CACHE = Path(os.environ.get("CAPSEDU_HUB_CACHE", Path.home() / ".cache" / "capsedu" / "hub"))
+# grace's answer to the second exercise: the square root forgotten (the check's hint names it)
+WRONG = "def input_length_for(p: float) -> float:\n    return p / (1 - p)"
 ENV_BIN = Path(sys.executable).parent
 TEST_CONFIG = """
 load_subconfig({classroom!r})
-# what the test changes: ports and folders of its own, the proxy from npm, one system user with a
-# fixed password (it cannot create system users), root allowed, and the notebook model exposed
+# what the test changes: ports of its own, one system user with a fixed password (it cannot
+# create system users), root allowed, and the notebook model exposed
 c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
-c.ConfigurableHTTPProxy.command = [{chp!r}]
 c.JupyterHub.authenticator_class = "dummy"
 c.DummyAuthenticator.password = {password!r}
 c.JupyterHub.spawner_class = "simple"
@@ -74,21 +80,12 @@ c.Spawner.args = ["--allow-root", "--LabApp.expose_app_in_browser=True"]
 """
 
 
-def proxy_command() -> str:
-    r"""configurable-http-proxy: on PATH, else installed once from npm into the cache folder."""
-    found = shutil.which("configurable-http-proxy")
-    local = CHP_CACHE / "node_modules" / ".bin" / "configurable-http-proxy"
-    if found or local.exists():
-        return found or str(local)
-    if shutil.which("npm") is None:
-        pytest.skip("npm is missing: it installs configurable-http-proxy (Debian: apt-get install -y npm)")
-    CHP_CACHE.mkdir(parents=True, exist_ok=True)
-    try:
-        subprocess.run(["npm", "install", "--prefix", str(CHP_CACHE), "--no-audit", "--no-fund",
-                        "configurable-http-proxy@4"], check=True, capture_output=True, text=True, timeout=300)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
-        pytest.skip(f"npm could not install configurable-http-proxy: {getattr(error, 'stderr', '')[-500:]}")
-    return str(local)
+def readme_hub_args() -> list[str]:
+    r"""The ``HUB_ARGS`` of the ``make hub`` line in ``classroom/README.md``, split as the shell would."""
+    lines = [line for line in (CLASSROOM / "README.md").read_text().splitlines() if line.startswith("make hub ")]
+    assert len(lines) == 1, f"classroom/README.md should give one `make hub` line, found {lines}"
+    words = shlex.split(lines[0].split("#")[0])
+    return shlex.split(next(w.split("=", 1)[1] for w in words if w.startswith("HUB_ARGS=")))
 
 
 def nbgrader(course: Path, exchange: Path, *args: str) -> str:
@@ -103,34 +100,38 @@ def nbgrader(course: Path, exchange: Path, *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[dict]:
-    r"""JupyterHub, a git daemon serving the learner repository, and the shared folders."""
+    r"""``make hub``'s command with classroom/README.md's arguments, in folders and ports of the test's own."""
     pytest.importorskip("jupyterhub")
     pytest.importorskip("nbgrader")
     if CHROMIUM is None:
         pytest.skip("Chromium is not installed (Debian: `apt-get install -y chromium`)")
     if shutil.which("git") is None:
         pytest.skip("git is missing (nbgitpuller needs it)")
+    try:
+        hub_server.proxy_command()  # what make hub does first: from npm, once, into the cache
+    except RuntimeError as error:
+        pytest.skip(str(error))
     root = tmp_path_factory.mktemp("hub")
-    folders = {name: root / name for name in ("state", "homes", "exchange", "repos", "course")}
-    for folder in folders.values():
-        folder.mkdir()
-    folders["exchange"].chmod(0o1777)  # every learner writes into it, as nbgrader's docs ask
-    publish(folders["repos"] / "capsedu-learner", withhold=[LESSON])
-    settle_lab_settings()  # what `python -m coursetools.hub settle-lab` does: no news prompt
+    folders = {name: root / name for name in ("state", "homes", "exchange", "course")}
+    folders["homes"].mkdir()
+    folders["course"].mkdir()
     port, hub_port, api_port, git_port = (free_port() for _ in range(4))
     config = root / "jupyterhub_config.py"
     config.write_text(TEST_CONFIG.format(
         classroom=str(CLASSROOM / "jupyterhub_config.py"), port=port, hub_port=hub_port,
-        api_port=api_port, chp=proxy_command(), password=PASSWORD, homes=str(folders["homes"])))
-    env = dict(os.environ, CAPSEDU_HUB_STATE=str(folders["state"]), CAPSEDU_EXCHANGE=str(folders["exchange"]),
-               CAPSEDU_INSTRUCTORS="instructor", CAPSEDU_LEARNERS=" ".join(LEARNERS))
-    daemon = ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={git_port}",
-              f"--base-path={folders['repos']}", "--export-all", str(folders["repos"])]
-    with running(daemon, root / "git-daemon.log"), \
-            running([str(ENV_BIN / "jupyterhub"), "-f", str(config)], root / "hub.log", cwd=root, env=env) as process:
+        api_port=api_port, password=PASSWORD, homes=str(folders["homes"])))
+    args = readme_hub_args()
+    assert hub_server.parser().parse_args(args).learners == list(LEARNERS), "the README's class is the test's"
+    command = [sys.executable, "-m", "coursetools.hub_server", *args, "--state", str(folders["state"]),
+               "--exchange", str(folders["exchange"]), "--git-port", str(git_port), "--config", str(config),
+               "--url", f"http://127.0.0.1:{port}", "--no-access-check"]
+    with running(command, root / "hub.log", cwd=REPO) as process:
         url = f"http://127.0.0.1:{port}"
-        wait_for(f"{url}/hub/health", process, root / "hub.log", "JupyterHub")
-        yield dict(folders, url=url, repo=f"git://127.0.0.1:{git_port}/capsedu-learner", log=root / "hub.log")
+        wait_for(f"{url}/hub/health", process, root / "hub.log", "make hub", seconds=120)
+        assert (folders["exchange"].stat().st_mode & 0o7777) == 0o1777, "the exchange must be writable by all"
+        assert (folders["state"].stat().st_mode & 0o777) == 0o700, "the hub's secrets must be private"
+        yield dict(folders, url=url, repos=folders["state"] / "repos", log=root / "hub.log",
+                   repo=f"git://127.0.0.1:{git_port}/{hub_server.LEARNER_REPO}")
 
 
 @pytest.fixture(scope="module")
@@ -282,14 +283,25 @@ def type_into(page, index: int, text: str, tries: int = 4) -> None:
                          f"its source is {page.evaluate(SOURCE, index)[:200]!r}")
 
 
-def solve(page, solutions: list[str], count: int) -> None:
-    r"""Type the first ``count`` solutions into the exercise cells of the open notebook."""
+def solve(page, answers: list[str]) -> None:
+    r"""Type ``answers`` into the first exercise cells of the open notebook, one each; the rest stay stubs."""
     exercises = page.evaluate(EXERCISES)
-    assert len(exercises) == len(solutions), f"exercise cells {exercises}, expected {len(solutions)}"
-    for index, solution in zip(exercises[:count], solutions):
-        type_into(page, index, solution)
+    assert len(exercises) == EXERCISE_COUNT, f"exercise cells {exercises}, expected {EXERCISE_COUNT}"
+    for index, answer in zip(exercises, answers):
+        type_into(page, index, answer)
     left = page.evaluate(EXERCISES)
-    assert len(left) == len(solutions) - count, f"after typing, exercise cells still stubbed: {left}"
+    assert len(left) == EXERCISE_COUNT - len(answers), f"after typing, exercise cells still stubbed: {left}"
+
+
+def validate(page) -> str:
+    r"""Press nbgrader's *Validate* in the notebook's toolbar; the text of the dialog it opens."""
+    page.locator(f"{CURRENT} .validate-button").click()
+    message = page.locator("#validation-message")
+    message.wait_for(timeout=300_000)
+    text = message.inner_text()
+    shot(page, "3-grace-validated")
+    page.locator(".jp-Dialog button", has_text="Ok").first.click()
+    return text
 
 
 def run_all_and_save(page) -> str:
@@ -316,8 +328,9 @@ def add_a_note(page, tab: str, note: str) -> None:
     shot(page, "6-ada-edited")
 
 
-def fetch_solve_submit(page, user: str, solutions: list[str], count: int) -> str:
-    r"""Fetch the assignment, solve ``count`` exercises, run, save and submit; the checks' output."""
+def fetch_solve_submit(page, user: str, answers: list[str]) -> tuple[str, str]:
+    r"""Fetch the assignment, type ``answers``, run, save, validate and submit; the checks' output and
+    what *Validate* said."""
     panel = assignment_list(page)
     panel.locator("#released_assignments_list button", has_text="Fetch").click()
     fetched = panel.locator("#fetched_assignments_list")
@@ -325,14 +338,15 @@ def fetch_solve_submit(page, user: str, solutions: list[str], count: int) -> str
     shot(page, f"3-{user}-fetched")
     page.goto(page.url.split("/lab")[0] + f"/lab/tree/{LESSON}/{LESSON}.ipynb")
     open_notebook(page, f"{LESSON}.ipynb")
-    solve(page, solutions, count)
+    solve(page, answers)
     output = run_all_and_save(page)
     shot(page, f"3-{user}-solved")
+    validation = validate(page) if user == "grace" else ""
     panel = assignment_list(page)
     panel.locator("#fetched_assignments_list button", has_text="Submit").click()
     panel.locator("#submitted_assignments_list", has_text=LESSON).wait_for()
     shot(page, f"3-{user}-submitted")
-    return output
+    return output, validation
 
 
 def release(hub: dict) -> list[str]:
@@ -376,7 +390,7 @@ def republish_with_a_change(hub: dict, lessons: Path) -> None:
     lesson00 = nbformat.read(lessons / "00_start_here.ipynb", as_version=4)
     lesson00.cells.append(nbformat.v4.new_markdown_cell("A closing cell the course added later."))
     nbformat.write(lesson00, lessons / "00_start_here.ipynb")
-    publish(hub["repos"] / "capsedu-learner", lessons=lessons)
+    publish(hub["repos"] / hub_server.LEARNER_REPO, lessons=lessons)
 
 
 @pytest.mark.browser
@@ -389,10 +403,13 @@ def test_a_class_pulls_fetches_submits_and_gets_graded(hub, browser, tmp_path):
         home = learner_home(hub, user) / TARGET
         assert (home / "00_start_here.ipynb").exists() and (home / "worked" / "02_primary_capsules.worked.ipynb").exists()
         assert not (home / f"{LESSON}.ipynb").exists(), "a graded lesson must come through nbgrader, not the pull"
-        output = fetch_solve_submit(page, user, solutions, count)
-        # one ✅ for each solved exercise (the first is Build it's squash); a hint for the rest
+        answers = solutions[:count] + ([WRONG] if count < EXERCISE_COUNT else [])
+        output, validation = fetch_solve_submit(page, user, answers)
+        # one ✅ for each solved exercise (the first is Build it's squash); the wrong one's hint
         assert output.count("✅") == count, f"{user}'s checks:\n{output[-2000:]}"
-        assert ("still the stub" in output) == (count < EXERCISE_COUNT), f"{user}'s checks:\n{output[-2000:]}"
+        assert ("take its square root" in output) == (count < EXERCISE_COUNT), f"{user}'s checks:\n{output[-2000:]}"
+        if user == "grace":  # Validate, before she submits, fails the wrong answer with its hint
+            assert "failed" in validation and "take its square root" in validation, validation[-2000:]
 
     assert grade(hub) == {"ada": (3.0, 3.0), "grace": (1.0, 3.0)}
     for user, count in LEARNERS.items():
@@ -455,3 +472,49 @@ def test_check_values_names_what_the_schema_rejects(tmp_path):
     assert any("limt" in v for v in check_values.violations(chart, bad))
     with pytest.raises(FileNotFoundError, match="chart="):
         check_values.violations(tmp_path, bad)
+
+
+def test_make_hub_runs_the_server_with_the_readmes_arguments():
+    makefile = (REPO / "Makefile").read_text()
+    recipe = makefile.split("\nhub: ", 1)[1].split("\n\n", 1)[0]
+    assert "$(PY) -m coursetools.hub_server $(HUB_ARGS)" in recipe and "CLASSROOM_STAMP" in recipe.splitlines()[0]
+    args = hub_server.parser().parse_args(readme_hub_args())
+    assert (args.instructors, args.learners, args.withhold) == (["instructor"], list(LEARNERS), [LESSON])
+    assert (args.state, args.exchange) == (Path("/srv/capsedu-hub"), Path("/srv/nbgrader/exchange"))
+
+
+def test_the_access_check_names_what_learner_accounts_cannot_enter():
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:  # pytest's own tmp_path sits in a private folder
+        check_access_in(Path(folder))
+
+
+def check_access_in(tmp_path: Path) -> None:
+    private = tmp_path / "home"
+    (private / "env" / "bin").mkdir(parents=True)
+    (private / "env" / "bin" / "python").write_text("")
+    tmp_path.chmod(0o755)
+    private.chmod(0o700)
+    problems = hub_server.access_problems({"its Python": private / "env" / "bin" / "python",
+                                           "the data": tmp_path / "nowhere"})
+    assert problems == [f"its Python: {private / 'env' / 'bin' / 'python'} - other accounts cannot enter "
+                        f"{private} (drwx------)", f"the data: {tmp_path / 'nowhere'} does not exist"]
+    private.chmod(0o755)
+    (private / "env" / "bin" / "python").chmod(0o640)  # the folders open, the file itself unreadable
+    assert hub_server.blocked_by(private / "env" / "bin" / "python") == private / "env" / "bin" / "python"
+    (private / "env" / "bin" / "python").chmod(0o755)
+    assert hub_server.access_problems({"its Python": private / "env" / "bin" / "python"}) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root and runuser")
+def test_the_access_check_agrees_with_an_account_that_is_not_root():
+    # `nobody` is neither owner nor group of the course's files: what the check predicts for a learner
+    problems = hub_server.access_problems(hub_server.learner_paths())
+    result = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", "import capsedu"],
+                            capture_output=True, text=True, cwd="/", check=False)
+    assert (result.returncode == 0) == (not problems), f"check: {problems}; nobody: {result.stderr[-500:]}"
+
+
+def test_prepare_folders_makes_the_secrets_private_and_the_exchange_shared(tmp_path):
+    hub_server.prepare_folders(tmp_path / "state", tmp_path / "srv" / "exchange")
+    assert (tmp_path / "state").stat().st_mode & 0o7777 == 0o700
+    assert (tmp_path / "srv" / "exchange").stat().st_mode & 0o7777 == 0o1777

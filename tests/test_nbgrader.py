@@ -126,3 +126,5 @@ def test_validate_fails_a_wrong_answer_with_the_checks_hint(tmp_path):
     report = _validate(tmp_path / "wrong.ipynb")
     assert "VALIDATION FAILED ON 1 CELL(S)!" in report, report[-2000:]
     assert "CheckFailed" in report, report[-2000:]
+    assert "not yet — norms above 1" in report.split("CheckFailed")[-1], report[-2000:]  # the hint, straight after
+    assert "_kit.py" not in report, report[-2000:]  # not the checks' own frames
