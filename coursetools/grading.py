@@ -32,10 +32,10 @@ from pathlib import Path
 
 import nbformat
 
-from capsedu.course.checks._kit import GRADING_ENV
 from coursetools.handouts import BEGIN, LESSONS, STUB, copy_pages, unfold
 
 CHECK_CALL = re.compile(r"\bcheck_\w+\(")
+CHECK_ASSIGNED = re.compile(r"^([A-Za-z]\w*) = check_\w+\(", re.MULTILINE)  # result = check_squash(my_squash)
 CONFIG = '''"""nbgrader configuration of the capsedu course (written by python -m coursetools.grading)."""
 import os
 
@@ -51,11 +51,11 @@ c.Exchange.root = os.environ.get("CAPSEDU_EXCHANGE", "/srv/nbgrader/exchange")
 c.ExecutePreprocessor.timeout = 600
 c.ClearSolutions.code_stub = {{"python": {stub!r}}}
 '''
-GRADING_CELL = f'''# Graded assignment: from here on a check that fails stops with its hint, so that Validate and
+GRADING_CELL = '''# Graded assignment: from here on a check that fails stops with its hint, so that Validate and
 # the autograder count it (in the course's own handouts the checks only print their hints).
-import os
+from capsedu.course.grading_mode import turn_on
 
-os.environ["{GRADING_ENV}"] = "1"'''
+turn_on()'''
 
 
 def _cell_metadata(grade_id: str, *, solution: bool) -> dict:
@@ -83,6 +83,8 @@ def graded_notebook(notebook: nbformat.NotebookNode, name: str) -> nbformat.Note
         if not CHECK_CALL.search(check.source):
             raise ValueError(f"{name}: the cell after exercise {count} calls no check_*(...)")
         check.metadata["nbgrader"] = _cell_metadata(f"{name}-check-{count}", solution=False)
+        if assigned := CHECK_ASSIGNED.search(check.source):  # a check that raises assigns nothing: the
+            check.source = f"{assigned[1]} = None\n{check.source}"  # cells reading it see None, not a NameError
     if count == 0:
         raise ValueError(f"{name} has no exercise (no {BEGIN!r} block)")
     mode = nbformat.v4.new_code_cell(GRADING_CELL)

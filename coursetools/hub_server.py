@@ -103,8 +103,9 @@ def access_problems(paths: dict[str, Path]) -> list[str]:
 
 ACCESS_ADVICE = """Learners' servers run as their own accounts and cannot reach the paths above.
 Put the course where every account can read it (e.g. git clone ... /srv/capsedu) and build its
-environment from a Python every account can run: `make hub PYTHON=/usr/bin/python3` in that clone
-(it creates .venv there). Or open the folders named (chmod o+rx), if that is acceptable on this machine."""
+environment from a Python every account can run: `rm -rf .venv && make hub PYTHON=/usr/bin/python3
+HUB_ARGS="..."` in that clone (make builds .venv only where there is none). Or open the folders
+named (chmod o+rx), if that is acceptable on this machine."""
 
 
 def prepare_folders(state: Path, exchange: Path) -> None:

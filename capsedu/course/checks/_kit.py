@@ -36,11 +36,6 @@ STUB_HINT = ("still the stub: replace `raise NotImplementedError(...)` (between 
 class CheckFailed(AssertionError):
     r"""Raised by a failed check in grading mode; its message is the hint."""
 
-    def _render_traceback_(self) -> list[str]:
-        r"""What IPython (and so nbgrader's Validate and feedback) shows: the hint, not the frames of
-        the course's checks, which would push it below a screen of code the learner never wrote."""
-        return [f"\x1b[0;31mCheckFailed\x1b[0m: {FAILED} {self}"]
-
 
 @dataclass(frozen=True)
 class CheckResult:
