@@ -104,15 +104,25 @@ def _supported(value: float, decimals: int, printed: list[float]) -> bool:
     return any(abs(w - value) <= tolerance or abs(100 * w - value) <= tolerance for w in printed)
 
 
+def alt_text(cell: dict) -> str:
+    r"""A figure cell's text alternative (myst-nb's ``mystnb.image.alt`` cell metadata), or ''."""
+    return cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt", "")
+
+
+def _read_texts(notebook: dict) -> list[tuple[int, str]]:
+    r"""``(cell index, text)`` of what a reader reads: the markdown, and the figures' alt texts."""
+    return [(index, "".join(cell["source"]) if cell["cell_type"] == "markdown" else alt_text(cell))
+            for index, cell in enumerate(notebook["cells"])
+            if cell["cell_type"] == "markdown" or alt_text(cell)]
+
+
 def unsupported(notebook: dict) -> list[tuple[int, str, str]]:
-    r"""``(cell index, number, clause)`` for each measured number of the markdown that no output
-    prints, no code sets and no source in its clause accounts for."""
+    r"""``(cell index, number, clause)`` for each measured number of the markdown or of a figure's
+    alt text that no output prints, no code sets and no source in its clause accounts for."""
     printed = printed_numbers(notebook)
     problems = []
-    for index, cell in enumerate(notebook["cells"]):
-        if cell["cell_type"] != "markdown":
-            continue
-        for clause in CLAUSES.split(ESTIMATE.sub(" ", _prose("".join(cell["source"])))):
+    for index, text in _read_texts(notebook):
+        for clause in CLAUSES.split(ESTIMATE.sub(" ", _prose(text))):
             if not clause or SOURCES.search(clause):
                 continue
             for match in MEASURED.finditer(clause):

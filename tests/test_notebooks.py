@@ -95,6 +95,26 @@ def test_committed_with_outputs_and_checked_cells(lesson):
     assert not errors, f"{lesson}.ipynb stores an error output: {errors[0].get('ename')}"
 
 
+FILE_NAME_OR_PLACEHOLDER = re.compile(r"\.(png|jpe?g|svg)\b|^(figure|image|plot|picture)\b|\b(TODO|alt text)\b",
+                                      re.IGNORECASE)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_figure_says_what_it_shows(lesson):
+    # myst-nb puts the cell's mystnb.image.alt on the website's <img>; its numbers the prose guard checks
+    from coursetools.prose import alt_text
+
+    raw = json.loads((NOTEBOOKS / f"{lesson}.ipynb").read_text())
+    figures = [(i, alt_text(c)) for i, c in enumerate(raw["cells"]) if c["cell_type"] == "code"
+               and any("image/png" in o.get("data", {}) for o in c["outputs"])]
+    missing = [i for i, alt in figures if len(alt.split()) < 20 or FILE_NAME_OR_PLACEHOLDER.search(alt)]
+    assert not missing, (f"{lesson}: the figures of cells {missing} need an alt text (cell metadata "
+                         "mystnb.image.alt, 20+ words) that says what they show")
+    text = jupytext.read(SOURCES / f"{lesson}.py")
+    assert [alt_text(text.cells[i]) for i, _ in figures] == [alt for _, alt in figures], \
+        f"{lesson}: the alt texts of the .py source and the notebook differ (make sync)"
+
+
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_readme_and_book_list_every_lesson(lesson):
     assert f"`{lesson}`" in (REPO / "README.md").read_text(), f"README.md's lesson table lacks {lesson}"

@@ -137,7 +137,7 @@ print("environment ready: images are (N, 1, 28, 28) floats in [0, 1], all ten di
 # %% [markdown]
 # One digit of each class from the training set:
 
-# %%
+# %% mystnb={"image": {"alt": "Ten handwritten MNIST digits in a row, one of each class from 0 to 9, each titled with its label. They are dark strokes on a white 28 by 28 pixel grid, a first look at the data the course classifies."}}
 first_of_class = [int((train.labels == k).nonzero()[0]) for k in range(10)]
 fig, axes = plt.subplots(1, 10, figsize=(10, 1.6))
 for k, (ax, index) in enumerate(zip(axes, first_of_class)):
@@ -164,7 +164,7 @@ plt.show()
 # capsule's vector rotates with it — the pose is **equivariant** — while its length, the
 # presence, stays the same: the detection is **invariant**. When there is no 4, the vector is short.
 
-# %%
+# %% mystnb={"image": {"alt": "Top row: a handwritten 4 rotated by -40, -20, 0, +20 and +40 degrees, then a 7 with no 4 in it. Below each, the hand-drawn output of an ideal '4' capsule as a red arrow inside a dashed unit circle: for every rotated 4 the arrow keeps length 0.95 and turns with the digit (directions 50, 70, 90, 110, 130 degrees); for the 7 it shrinks to a stub of length 0.08."}}
 four = train.images[first_of_class[4]]  # (1, 28, 28)
 seven = train.images[first_of_class[7]]  # (1, 28, 28)
 angles = [-40, -20, 0, 20, 40]
@@ -249,7 +249,7 @@ def as_vectors(presence: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
 # First the round trip on rendered strokes: render with a known angle, then read the angle back
 # with one capsule that looks at the whole 28×28 canvas.
 
-# %%
+# %% mystnb={"image": {"alt": "Four panels, each a single dark stroke rendered on a 28 by 28 canvas at a known angle: -60, -15, +30 and +75 degrees. Reading the pixels back recovers each angle to within a fraction of a degree and gives the same presence for all four strokes: the direction changes, the length does not."}}
 true_angles = [-60.0, -15.0, 30.0, 75.0]
 canvases = [render_stroke(28, (13.5, 13.5), angle) for angle in true_angles]
 recovered = [stroke_capsules(canvas, cell=28, ink_scale=30.0) for canvas in canvases]
@@ -270,7 +270,7 @@ plt.show()
 # along the stroke. (A stroke has no head or tail, so the angle lives in $(-90°, 90°]$ and the
 # segments are drawn without arrowheads.)
 
-# %%
+# %% mystnb={"image": {"alt": "Left: a real MNIST 4. Right: the same 4, faded, under a 7 by 7 grid of hand-made stroke capsules, one per 4 by 4 patch, each drawn as a red segment whose length is the presence and whose direction is the stroke angle. Segments are long and lie along the ink, vertical on the two uprights and nearly horizontal along the crossbar, while capsules on blank paper shrink to dots."}}
 digit = train.images[first_of_class[4], 0]  # (28, 28)
 presence, angle = stroke_capsules(digit)  # (7, 7), (7, 7)
 vectors = as_vectors(presence, angle)  # (7, 7, 2)
@@ -406,7 +406,7 @@ offsets = {name: (20 - row, 20 - col) for name, (row, col) in face_places.items(
 # part sits). We measure their agreement by the **spread**: the mean distance of the predicted
 # centres from their average. That agreement is exactly what dynamic routing (lesson 03) looks for.
 
-# %%
+# %% mystnb={"image": {"alt": "First: a simple face (two ring eyes, a vertical nose, a horizontal mouth), each part boxed in its colour with a line to the face centre it predicts; all three predictions fall on one point, spread 0.0 px. Second: the same parts scrambled; their predicted centres land far apart, spread 14.4 px. Third: bar chart of max-pooled detector responses for eyes, nose and mouth, all 1.0 in both scenes."}}
 def summarise(image: torch.Tensor) -> dict[str, dict]:
     """Per part: pooled score, best position (row, col), predicted face centre."""
     summary = {}
@@ -545,7 +545,7 @@ else:
 # (still faces), and scrambled faces with the three parts at random places. Each scene's spread is
 # measured; the histogram shows both groups.
 
-# %%
+# %% mystnb={"image": {"alt": "Histogram of the spread of the predicted face centres, in pixels, for two groups of scenes. Faces with one part moved by up to 2 px pile up near zero, while scrambled faces are scattered thinly over much larger spreads. An empty gap separates the two groups; the exercise asks where in that gap to put the threshold between face and not-face."}}
 generator = torch.Generator().manual_seed(0)
 
 

@@ -244,7 +244,7 @@ for bad in (torch.tensor(3.0), torch.ones(2, 3, dtype=torch.long)):
 # zero even faster), at $n = 1$ it is exactly $0.5$, and it approaches $1$ without reaching it.
 # The plot measures it from `squash` itself, on vectors of 8 numbers.
 
-# %%
+# %% mystnb={"image": {"alt": "Two plots of squash's output length against input length, measured on 8-number vectors. Left, linear axes from 0 to 6: the curve starts flat, rises steeply, passes 0.5 at input length 1 (marked) and flattens just below the line at 1. Right, log-log axes from 0.001 to 1000: short inputs follow the dotted n squared line exactly, then the curve bends near 1 and levels off at 1."}}
 input_lengths = torch.linspace(0, 6, 241)
 directions = torch.nn.functional.normalize(torch.randn(241, 8), dim=-1)  # random unit vectors
 output_lengths = squash(directions * input_lengths[:, None]).norm(dim=-1)
@@ -275,7 +275,7 @@ plt.show()
 # never turn it. Below, 2-D capsule inputs $\mathbf s$ (grey) and their squashed outputs $\mathbf v$
 # (red): every red arrow lies on its grey arrow, inside the unit circle.
 
-# %%
+# %% mystnb={"image": {"alt": "Eight 2-D capsule inputs s, drawn as thick grey arrows from the origin in eight directions with lengths from 0.3 to 2.2, and their squashed outputs as thin red arrows, with a dashed unit circle. Every red arrow lies on its grey arrow, pointing the same way, and ends inside the circle: inputs reaching beyond the circle are pulled back inside it, and short inputs become very short."}}
 angles_2d = torch.linspace(0, 2 * np.pi, 9)[:-1] + 0.3
 lengths_2d = torch.tensor([0.3, 0.6, 1.0, 1.4, 1.8, 0.45, 2.2, 0.8])
 s2 = lengths_2d[:, None] * torch.stack([torch.cos(angles_2d), torch.sin(angles_2d)], dim=-1)  # (8, 2)
@@ -306,7 +306,7 @@ print("cosine(s, squash(s)) = 1 for all 8 capsules; all output lengths < 1")
 # Gradient descent moves a capsule's length through the slope $f'(n) = 2n/(1+n^2)^2$. `autograd`
 # measures it for us (by differentiating the output length with respect to the input length):
 
-# %%
+# %% mystnb={"image": {"alt": "Line plot of the slope of squash's output length against input length from 0 to 6. The autograd measurement and the formula 2n / (1 + n squared) squared coincide: the slope rises from 0 to its peak at n = 1 over the square root of 3, marked by a dotted line, then decays towards zero, so long vectors barely change length."}}
 n = torch.linspace(0, 6, 241, requires_grad=True)
 unit = torch.nn.functional.normalize(torch.randn(8), dim=0)
 lengths_out = squash(n[:, None] * unit).norm(dim=-1)  # (241,)

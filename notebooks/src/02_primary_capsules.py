@@ -185,7 +185,7 @@ print(f"parameters: conv1 {sum(p.numel() for p in conv1.parameters()):,}, "
 # D=3 dimensions and a 2×2 grid: each cell is one number of the conv output (row = channel,
 # column = position), labelled with the capsule it ends up in.
 
-# %%
+# %% mystnb={"image": {"alt": "Two colour-coded grids showing which capsule each number of a toy conv output (6 channels by 4 grid positions: 2 types, 3 dimensions, 2 by 2 grid) lands in. Left, view, permute, reshape: each capsule is a vertical block of the 3 channels of one type at one position, capsules 0 to 3 for type 0 and 4 to 7 for type 1. Right, the shortcut view: capsules run along a channel across positions and wrap into the next channel."}}
 toy_types, toy_dim, toy_grid = 2, 3, 2
 toy = torch.arange(toy_types * toy_dim * toy_grid * toy_grid, dtype=torch.float32)
 toy = toy.view(1, toy_types * toy_dim, toy_grid, toy_grid)  # (1, T*D, H, W): each number its own id
@@ -312,7 +312,7 @@ for name, config in [("paper", capsedu.CapsNetConfig.paper()), ("cpu", capsedu.C
 # trained capsules. Even so, the maps differ from digit to digit, mostly following how much ink
 # each window holds.
 
-# %%
+# %% mystnb={"image": {"alt": "Top row: a 0, 3, 4 and 7, each overlaid with a colour map of the longest primary capsule at each of the 6 by 6 grid positions of an untrained network; a green square marks the central 12 by 12 pixels the grid covers, a dashed square the 17 by 17 pixel window of one position. Bottom row: the same maps alone on a shared colour scale; the patterns differ from digit to digit, the 4's being shortest overall."}}
 with torch.no_grad():
     lengths = length_maps(u, num_types)  # (B, T, H, W): type-major, as built
     blank_caps = to_capsules(primary_conv(torch.relu(conv1(torch.zeros(1, 1, 28, 28)))), num_types, caps_dim)
@@ -457,7 +457,7 @@ for name, reference_u in (("a blank image", blank_u), ("another digit", other_u)
 # the length *before* squash, on a log scale. Below are the same four digits, one row per digit
 # and one 6×6 map per capsule type, and in the last row a blank image.
 
-# %%
+# %% mystnb={"image": {"alt": "First: one row per digit (0, 3, 4, 7) and one for a blank image, each with eight 6 by 6 maps, one per capsule type, of the trained network's ||s|| before squash, on a log colour scale; the digits' maps vary by type and place, the blank's are flat and darker. Second: log-axis histogram: the blank image's capsules lie between 3.45 and 11.16, the digits' higher (median 32.73), all beyond ||s|| = 3, where squash gives 0.9."}}
 types = trained.config.primary_types
 
 

@@ -141,7 +141,7 @@ print("the margin loss in use equals capsedu.margin_loss for class indices and o
 # One capsule, its length swept from 0 to 1, once as the capsule of a present class and once
 # as an absent one:
 
-# %%
+# %% mystnb={"image": {"alt": "Margin loss L_k of one class against its capsule length from 0 to 1, with dotted lines at m- = 0.1 and m+ = 0.9. The present-class curve (green) falls as a parabola from 0.81 at length 0 to zero at 0.9 and stays zero; the absent-class curve (red) is zero up to 0.1, then rises as a parabola half as high, to about 0.4 at length 1. Nothing rewards a length of 1."}}
 def draw_loss_curves() -> plt.Figure:
     """L_k against the length, for a present and an absent class."""
     length = torch.linspace(0, 1, 201)[:, None]  # (N, 1): N one-class "images"
@@ -254,7 +254,7 @@ binary_ce = torch.nn.functional.binary_cross_entropy_with_logits(confident, pair
                                                                   reduction="sum")
 print(f"independent sigmoids, binary cross-entropy with logits of ±12: {float(binary_ce):.5f}")
 
-# %%
+# %% mystnb={"image": {"alt": "Left: a 3 and a 5 overlaid in one image. Right: bar chart of ten capsule lengths that give zero margin loss for this two-digit target: classes 3 and 5 (green) at 0.95, above the dotted m+ = 0.9 line, and the eight absent classes (grey) at 0.05, below m- = 0.1. Both present capsules can be long at once."}}
 fig, (ax_img, ax_len) = plt.subplots(1, 2, figsize=(9, 3.4),
                                      gridspec_kw={"width_ratios": [1, 2]})
 ax_img.imshow(overlay[0], cmap="gray_r")
@@ -279,7 +279,7 @@ fig.tight_layout()
 # one). The larger $\lambda$, the lower that minimum: the absent classes pull harder towards
 # zero. Whether a real training ever sits in this undecided state is measured after Exercise 3.
 
-# %%
+# %% mystnb={"image": {"alt": "Loss of one image against a common length shared by all 10 capsules, for lambda = 1.0, 0.5 and 0.25. The three curves start together at 0.81 and each dips to a marked minimum before rising steeply; the minimum lies further left the larger lambda is: the larger lambda, the shorter the length an undecided network is pulled towards."}}
 def draw_common_length(lams: tuple[float, ...] = (1.0, 0.5, 0.25)) -> plt.Figure:
     """Loss of one image when all 10 capsules share one length, for several lambdas."""
     common = torch.linspace(0, 1, 201)  # (N,)
@@ -420,7 +420,7 @@ _ = check_pull(my_pull)  # prints ✅ or a hint
 # %% tags=["nbval-check-output"]
 pull = yours_or_reference(check_pull, my_pull, reference_pull, name="my_pull")
 
-# %%
+# %% mystnb={"image": {"alt": "Pull on a capsule's length (minus the loss's slope; positive means longer) against length 0 to 1. Eq. 4, solid: a present capsule is pulled with 1.8 at length 0, falling linearly to 0 at m+ = 0.9; an absent one is pushed shorter from 0.1 on, reaching -0.9 at length 1. The unsquared hinge, dashed: constant pulls of 1.0 (present, below 0.9) and -0.5 (absent, above 0.1) that stop abruptly at the margin."}}
 def draw_pulls() -> plt.Figure:
     """The pull of Eq. 4 and of the unsquared hinge, for a present and an absent class."""
     length = torch.linspace(0, 1, 401)  # (N,)

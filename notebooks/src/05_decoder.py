@@ -315,7 +315,7 @@ print(f"trained on {len(train_part):,} images for {len(history['epoch'])} epoch(
       f"the gallery's 10 digits: {accuracy:.0%} right")
 
 
-# %%
+# %% mystnb={"image": {"alt": "Three rows of ten digit pictures, one column per class 0 to 9, white strokes on black. Top row: the input digits. Middle row, untrained network: every reconstruction is the same flat grey haze. Bottom row, after training: each digit is redrawn in the right place and roughly the right shape, but blurry, with softer, thicker strokes than the input."}}
 image_rows({"input": digits, "untrained": before.reconstruction, "trained": after.reconstruction},
            title="Reconstructions from the longest capsule (test-time masking)",
            column_titles=[f"digit {int(k)}" for k in digit_labels])
@@ -332,7 +332,7 @@ image_rows({"input": digits, "untrained": before.reconstruction, "trained": afte
 #
 # And the two losses before and after training:
 
-# %%
+# %% mystnb={"image": {"alt": "Grouped bar chart of the two terms of the CapsNet loss on the 10 gallery digits, blue untrained, orange trained. The margin loss falls from 0.81 to 0.02, 38 times smaller; 0.0005 times SSE falls only from 0.09 to 0.02, 5 times smaller. Untrained, the margin loss towers over the weighted reconstruction term; trained, the two orange bars are about the same height."}}
 fig, ax = plt.subplots(figsize=(7, 3.5))
 names = ["margin loss", "0.0005 × SSE"]
 for shift, (label, parts) in zip((-0.2, 0.2), [("untrained", untrained_cpu), ("trained", trained_cpu)]):
@@ -395,7 +395,7 @@ result = check_reconstruct_as(reconstruct_as)
 # Now redraw the gallery's "8" through each of the ten capsules; above each picture stands the
 # length of the capsule it was drawn from.
 
-# %%
+# %% mystnb={"image": {"alt": "Ten reconstructions of the same test 8 in two rows, each decoded from a different digit capsule, 0 to 9, with that capsule's length above it. Only capsule 8, length 0.75, redraws a clear 8. The nine wrong-class capsules, lengths 0.01 to 0.07, all below the margin loss's 0.1 target, give the same faint grey smudge, with little of their own class showing."}}
 if result:
     with torch.no_grad():
         eight = digits[digit_labels == 8]  # (1, 1, 28, 28)
@@ -488,7 +488,7 @@ else:
 # %% [markdown]
 # And ten of the 4s, with their 16-D capsules: how far apart are the poses of two 4s?
 
-# %%
+# %% mystnb={"image": {"alt": "Three rows of ten test 4s: the inputs, then their reconstructions by this lesson's network after 2 epochs and by the shipped network, each redrawn from its own 4 capsule. The 2-epoch row is one blurry average 4 repeated, whatever the input (its capsules lie 0.11 apart on average). The shipped row copies each 4's own slant, stroke weight and shape (its capsules lie 0.35 apart)."}}
 if result:
     fours = class_labels == 4  # (N,)
     display(image_rows({"input": class_images[fours],

@@ -81,7 +81,7 @@ seven, four = test.first_index(7), test.first_index(4, nth=1)  # examples chosen
 # zero (lesson 05). If the reconstruction looks like the input, those 16 numbers carry enough to
 # redraw the digit: its thickness, slant, size and position.
 
-# %% tags=["example-digits"]
+# %% tags=["example-digits"] mystnb={"image": {"alt": "The first test digit of each class 0 to 9, each labelled true and predicted class, all predicted correctly, with the shipped network's reconstruction from the longest capsule below. The reconstructions are only slightly blurred copies that keep each input's thickness, slant, size and position, even the looped 3 and the curled 5: the winning capsule's 16 numbers carry enough to redraw the digit."}}
 one_each = test.one_per_class()  # the first test digit of each class: 0, 1, ..., 9 for everyone
 print(test.describe_examples(one_each))
 reconstruction_grid(model, test.images[one_each], test.labels[one_each],
@@ -128,7 +128,7 @@ probe = yours_or_reference(check_perturb_and_decode, my_perturb_and_decode, pert
 # second 4, used further down, is test image 6. With the offline data your 7 and 4 are other
 # drawings of the same digits, so the dimensions that matter most can differ from those named.
 
-# %% tags=["example-digits"]
+# %% tags=["example-digits"] mystnb={"image": {"alt": "Four panels for the first test 7 and its class-7 capsule: the input; its reconstruction; the reconstruction with dimension 1 moved by +0.25, a bolder, heavier 7; and their difference in red and blue (red: ink added, blue: removed). Red lines both sides of the whole bar and stem, thickening the stroke; blue appears only at the left tip of the bar and the foot of the stem."}}
 print(test.describe_examples([seven, four]))
 image = test.images[seven]  # (1, 28, 28): the first 7
 sweep, _ = perturbation_sweep(model, image)  # (D_out, V, H, W): every dimension, every offset
@@ -198,7 +198,7 @@ print("the probe and routing agree with capsedu ✅")
 # the −0.25 to the +0.25 column. With `strongest=6` it keeps the six dimensions with the largest
 # effect, strongest first, and draws them large enough to see what changes:
 
-# %%
+# %% mystnb={"image": {"alt": "Grid of decoded 7s, as in the paper's Figure 4: six rows for the six class-7 capsule dimensions with the largest effect (1, 12, 8, 14, 4, 10), eleven columns for offsets from -0.25 to +0.25, the middle one unchanged. Each row changes the 7 smoothly in its own mix: dimension 1 takes a faint thin 7 to a heavy one, dimension 12 turns a hooked bar into a short straight one. Every picture stays a 7."}}
 perturbation_grid(model, image, strongest=6)
 
 # %% [markdown]
@@ -213,13 +213,13 @@ perturbation_grid(model, image, strongest=6)
 # All sixteen rows, smaller, with each row's effect — the others change the digit less, a few
 # of them hardly at all:
 
-# %%
+# %% mystnb={"image": {"alt": "The same Figure 4 grid for all 16 dimensions of the class-7 capsule, smaller: one row per dimension, offsets -0.25 to +0.25 across, each row labelled with its effect, the mean absolute pixel change between the end columns. Six rows (1, 12, 8, 14, 4, 10) change the 7 visibly; the rest change it less, and a few, such as dimensions 3 and 13, hardly at all."}}
 perturbation_grid(model, image)
 
 # %% [markdown]
 # A second digit, to compare which dimensions matter and what they do for another class:
 
-# %%
+# %% mystnb={"image": {"alt": "A grid like the paper's Figure 4, for a test 4: its six strongest capsule dimensions, 13, 14, 3, 7, 5 and 15, others than the 7's, each moved from -0.25 to +0.25. Dimension 13 turns a bold 4 closed at the top like a 9 into a thin open one with a long flat crossbar; 14 takes a faint thin 4 to a bold one; 3 makes a bold wide 4 thin and narrow; 15 straightens a slanted 4."}}
 perturbation_grid(model, test.images[four], strongest=6)
 
 # %% [markdown]
@@ -251,7 +251,7 @@ explorer
 # an explorer the same way; `snapshot()` returns the picture the widget shows). The cell puts the
 # sliders back afterwards, so the live explorer above opens at 0:
 
-# %%
+# %% mystnb={"image": {"alt": "Snapshot of the perturbation explorer for the first test 7, two dimensions of its capsule moved, one by +0.25 and one by -0.25. Left, the input; middle, the decoded 7, now bolder with a heavier bar; right, a bar chart of the ten capsule lengths: the red class-7 bar stays near 1, just above the black tick marking its length before the move, and the other nine stay near 0."}}
 explorer.sliders[dim].value = 0.25
 explorer.sliders[(dim + 5) % config.digit_dim].value = -0.25
 picture = explorer.snapshot()
@@ -365,7 +365,7 @@ wrong = torch.nonzero(~right[3]).flatten()  # test indices of the mistakes
 # of its true and predicted classes move with the routing iterations, and what the decoder draws
 # from each of the two capsules:
 
-# %%
+# %% mystnb={"image": {"alt": "Test image 2035, a flat-topped 5 that the network reads as a 3. A line chart of capsule length against routing iterations 1 to 3 shows the 3 capsule growing from 0.35 to 0.66 to 0.93, the 5 capsule only from 0.14 to 0.16 to 0.19: the votes favour the 3 before routing, and routing does not correct them. Redrawn as a 5 the decoder gives a faint oval blur; as a 3, a clear 3."}}
 lengths = torch.cat(by_r[3])  # (N, J) with r = 3
 worst = int(wrong[lengths[wrong].max(dim=1).values.argmax()])
 true_class, wrong_class = int(test.labels[worst]), int(predicted[3][worst])
@@ -427,7 +427,7 @@ wrong_router.frames()
 # after three iterations, toward its own class and toward the class its capsules rank second? As
 # in the explorer the maps show $J c_{ij}$: 1 (white) is a fair share, red more, blue less.
 
-# %%
+# %% mystnb={"image": {"alt": "Two rows of eight 6 by 6 heat maps, one per primary capsule type, of J times each coupling after 3 routing iterations for the first test 7; white is a fair share of 1, blue less, red more. Toward class 7 the maps vary strongly: red bottom rows in types 0 and 3, strong red single places in types 2, 4, 5 and 6 (up to 5.20), blue patches elsewhere. Toward class 8 nearly all is white."}}
 trace3 = routing_trace(encode_image(model, image).u_hat, 3)
 second = int(trace3.lengths[-1].argsort(descending=True)[1])
 J = config.num_classes

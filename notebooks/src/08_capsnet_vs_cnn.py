@@ -144,7 +144,7 @@ for name, model in networks.items():
 # learned from) after every epoch; the test split was used once, at the end. How each was trained
 # is in [the training record](training_record.md).
 
-# %%
+# %% mystnb={"image": {"alt": "Line chart of validation accuracy (%) on 5,000 held-out digits after each of 15 training epochs, y axis from 90 to 100; CapsNet solid with circles, CNN dashed with squares. Both curves start between 97 and 98 % after the first epoch, climb together with small dips and level off between about 99.3 and 99.5 % from epoch 9; no epoch falls below the 90 % frame."}}
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
 for (name, key), style in zip((("CapsNet", "capsnet"), ("CNN", "cnn")), ("o-", "s--")):
     history = capsedu.pretrained_metrics(key)["history"]
@@ -203,7 +203,7 @@ rotate = yours_or_reference(check_rotate, my_rotate,
 # each side, affNIST's size). The networks see its central 28 × 28, exactly what turning the
 # 28 × 28 image gives; the canvas tells how much of the digit's ink that frame keeps.
 
-# %% tags=["example-digits"]
+# %% tags=["example-digits"] mystnb={"image": {"alt": "A row of nine copies of one handwritten test 7, turned from -60 to +60 degrees in 15-degree steps (negative clockwise, positive anticlockwise), upright in the middle. At -60 degrees it lies almost flat like a backwards L, at -30 it looks like an arrowhead pointing right, and at +60 like an upside-down V. Every turned digit stays whole inside its frame."}}
 seven = test.first_index(7)  # the first 7 of the test split, chosen by class: a 7 for every learner
 print(test.describe_examples([seven]))
 digit = test.images[seven:seven + 1]  # (1, 1, 28, 28)
@@ -236,7 +236,7 @@ print("your rotations equal capsedu's transform_images and torchvision's rotate 
 # longest capsule for the CapsNet, the most probable class for the CNN. On a class-balanced,
 # seeded sample of the test split:
 
-# %%
+# %% mystnb={"image": {"alt": "Line chart of accuracy (%) against rotation from -60 to +60 degrees anticlockwise, on 2,000 test digits; CapsNet solid, CNN dashed. The two curves nearly coincide: about 99.5 % upright, about 98 % or more at plus or minus 15 degrees, then falling steeply, to 23.7 and 23.6 % at -60 degrees and 37.5 and 39.4 % at +60. Both fall faster for clockwise (negative) turns."}}
 live_right = {name: [] for name in networks}  # network -> per angle, (N,) right or wrong per image
 for angle in ROTATIONS:
     rotated = rotate(live.images, float(angle))
@@ -290,7 +290,7 @@ for name, row in table.items():
     print(f"{name:24s} {row['capsnet']:8.2%} {row['cnn']:8.2%} {kept_text}")
 
 
-# %%
+# %% mystnb={"image": {"alt": "Six panels on 10,000 transformed test digits, CapsNet solid blue, CNN dashed orange, each with its own zoomed scale. Rotation: overlapping curves fall from 99.55 % upright to 23 to 41 % at 60 degrees either way. Scale and shear: both above 97 %, the CapsNet mostly slightly higher. Beyond 3 pixels of shift the CNN holds up better (37 against 17 % at 6 pixels diagonally). Bars: affNIST-like here 98.1 and 98.3 %; paper's affNIST 79 and 66 %."}}
 def paired(row: dict) -> capsedu.PairedComparison:
     """The two networks compared on one row's images, from the per-image results the study kept."""
     return capsedu.compare_paired("CapsNet", capsedu.unpack_correct(row["correct"]["capsnet"], n_table),
@@ -344,7 +344,7 @@ plt.show()
 # smaller standard error, and bars that overlap can still hide a real difference. The gap and its
 # paired error, per transformation (a bar that crosses zero is a tie):
 
-# %%
+# %% mystnb={"image": {"alt": "Five panels of the paired gap, CapsNet minus CNN in points, with 2 paired standard errors either way; hollow dots are ties, above zero the CapsNet leads. Rotation: CapsNet leads from -60 to +30 degrees except a tie upright (2.81 at -45), CNN leads at +45 and +60. Scale: CapsNet ahead except at 1.0, most at 1.3. Shear: a few tenths at most, partly ties. Shifts: ties up to 2 pixels, then growing CNN leads, up to 24.52 points diagonally."}}
 fig, axes = plt.subplots(1, 5, figsize=(13, 3.2), layout="constrained")
 for ax, (label, (xs, rows)) in zip(axes, families.items()):
     comparisons = [paired(row) for row in rows]
@@ -466,7 +466,7 @@ print(f"one standard error on {len(live):,} images: {100 * capsedu.standard_erro
 # digits stay in their frame.) `python -m coursetools.train_zoo capsnet40 cnn40` trains both
 # networks again on any machine.
 
-# %%
+# %% mystnb={"image": {"alt": "Two rows of the same ten test digits, 0 to 9, on a 40 by 40 black canvas. Top row, expanded: each digit upright, moved by up to 6 pixels, as in training. Bottom row, affNIST-like: the same digits also rotated, sheared and rescaled (up to 20 degrees, shear 0.2, scale 0.8 to 1.25) and moved further, some to the edges, such as the 8 and 9 near the top and the 6 near the bottom."}}
 from capsedu.data.transforms import AFFNIST_RANGES, affnist_like_40, on_canvas  # noqa: E402
 
 networks40 = {"CapsNet": capsedu.pretrained("capsnet40"), "CNN": capsedu.pretrained("cnn40")}
@@ -526,7 +526,7 @@ for who, test_set, *values in published:
 # digits, not test digits, so watching the curve chooses nothing on the test split. The dotted
 # line marks the paper's stopping point, 99.23 %, on its test set, so only a landmark here:
 
-# %%
+# %% mystnb={"image": {"alt": "Connected points, one per epoch: expanded (40 by 40 translated) validation accuracy across, affNIST-like validation accuracy up; CapsNet blue circles, CNN orange squares, seed 1 paler. All four curves climb up and to the right, and at any clean accuracy the CNN sits higher. They end near 99.1 to 99.5 % clean, the CNN at about 90.4 % affNIST-like, the CapsNet at 82.1 %; a dotted line marks the paper's stop, 99.23 %."}}
 fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
 for (net, runs), colour, marker in zip(affnist40["runs"].items(), ("C0", "C1"), ("o", "s")):
     for run in runs:
@@ -604,13 +604,13 @@ explorer.frames()
 # turns it back afterwards, so the live explorer above opens at 0), and a static strip of the same
 # digit at every angle of the table:
 
-# %%
+# %% mystnb={"image": {"alt": "Explorer snapshot of a test 7 turned 45 degrees anticlockwise. Left: the tilted input. Middle: the CapsNet's reconstruction, a nearly upright 7 with a hooked bar. Right: bar chart of scores for classes 0 to 9, blue capsule lengths beside orange CNN probabilities, true class 7 shaded; both networks say 7. Capsule 7 is the longest, about twice the next, while the CNN puts almost all its probability on 7."}}
 explorer.angle.value = 45
 picture = explorer.snapshot()
 explorer.reset()
 picture
 
-# %%
+# %% mystnb={"image": {"alt": "One test 7 turned from -60 to +60 degrees in 15-degree steps, the CapsNet's reconstruction below each; titles in red mark wrong answers: both networks say 2 at -60 and -45, the CNN 0 at +60. Reconstructions are 2-like at -60 and -45, lean with the input from -30 to +15, then stay upright and hooked. Score curves below: both near zero at -60 and -45; the capsule's length falls from +30, the CNN's probability only at +60, to zero."}}
 transform_strip(capsnet, cnn, test.images[seven], 7, list(ROTATIONS))
 
 # %% [markdown]
@@ -631,7 +631,7 @@ transform_strip(capsnet, cnn, test.images[seven], 7, list(ROTATIONS))
 # pose numbers, its length, its reconstruction — and, for the CNN, the 192 features of its last
 # hidden layer and its probability for the class.
 
-# %%
+# %% mystnb={"image": {"alt": "First, line charts against rotation, -45 to +45 degrees. Left: capsule 7's 16 pose coordinates move most from -45 to -20, then drift smoothly without jumps. Right: the capsule's length rises from near 0 to about 0.9 by -20 and sinks to about 0.6 at +45; the CNN's probability stays near 1 from -20 on. Second, input and reconstruction every 15 degrees: a blur at -45, a 7 leaning with the input up to +15, then upright and hooked."}}
 angles = list(range(-45, 50, 5))
 label = int(test.labels[seven])
 trajectory = capsule_trajectory(capsnet, test.images[seven], label, angles=angles)
@@ -664,7 +664,7 @@ image_rows({"input": trajectory.images[::step], "CapsNet redraws": trajectory.re
 # the largest step between neighbouring angles, relative to the whole path's extent (0 would be
 # perfectly gradual; a path that jumps has steps close to 1).
 
-# %%
+# %% mystnb={"image": {"alt": "Two 2-D projections, each on its own principal axes, of the path a test 7 traces while turned from -45 to +45 degrees, dots coloured by angle from purple to yellow. Left, capsule 7's 16-D pose: a smooth arc whose widest gaps are at the purple start, where the capsule switches on. Right, the CNN's 192-D last hidden layer: a winding loop with long jumps around upright and near +30 degrees. The titles give similar largest-step-to-extent ratios for the two."}}
 paths = {"CapsNet: capsule pose (16-D)": trajectory.poses,
          f"CNN: last hidden layer ({features.shape[1]}-D)": features}
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
@@ -693,7 +693,7 @@ plt.show()
 # Both networks were trained with shifts of up to two pixels, so here the question is what happens
 # inside and beyond that range. The same digit, moved from 6 pixels left to 6 pixels right:
 
-# %%
+# %% mystnb={"image": {"alt": "First, line charts as the test 7 shifts from 6 pixels left to 6 right. Left: capsule 7's 16 pose coordinates drift gradually, no jumps (largest step 0.16 of the path's extent; CNN features 0.31). Right: the capsule's length is highest within the 2 pixels either way seen in training (shaded) and dips to about 0.8 at 6; the CNN's probability stays at 1. Second: the reconstruction follows the digit, less far, blurring most at +6 pixels."}}
 shifts = [(float(dx), 0.0) for dx in range(-6, 7)]
 moves = [dx for dx, _ in shifts]
 shifted = capsule_trajectory(capsnet, test.images[seven], label, shifts=shifts)
@@ -731,7 +731,7 @@ image_rows({"input": shifted.images[::2], "CapsNet redraws": shifted.reconstruct
 #    when its parts are rearranged; a CapsNet, whose parts must agree on the whole's pose, should
 #    not. We rearrange the parts crudely: swap the top and bottom halves of each digit.
 
-# %%
+# %% mystnb={"image": {"alt": "A row of ten test digits, 0 to 9, each with its top and bottom halves swapped, so the lower part of each stroke sits above the upper part and most no longer look like digits. Only about a tenth of such swapped digits are still called their class: 10.5 % by the CapsNet and 10.1 % by the CNN, a tie."}}
 def batched(fn, images: torch.Tensor, size: int = 250) -> torch.Tensor:
     """``fn`` applied to ``images`` in batches, without gradients (a few hundred MB at a time)."""
     with torch.no_grad():

@@ -139,7 +139,7 @@ make_pair = yours_or_reference(check_pair, my_pair, random_pair, name="my_pair")
 # %% [markdown]
 # One pair drawn by `make_pair` from the test digits, with both merges:
 
-# %%
+# %% mystnb={"image": {"alt": "Four panels: a 1 and a 9, each shifted on its own canvas, then the two merged by the clipped sum min(a + b, 1) and by the pixel-wise maximum max(a, b). The 1's slanted stroke runs through the 9's loop. The two merges look almost identical; they differ only where both digits have ink."}}
 image, pair_labels, digits = make_pair(test_digits.images, test_digits.labels, torch.Generator().manual_seed(3))
 first, second = pair_labels.tolist()
 image_rows({"": torch.stack([digits[0], digits[1], image, torch.maximum(digits[0], digits[1])])},
@@ -338,7 +338,7 @@ def labels_found(network: torch.nn.Module, some_pairs: capsedu.MultiMNIST) -> to
 # panel shows the two runs with equal budgets; the right panel shows all four, on a logarithmic
 # axis of pairs seen.
 
-# %%
+# %% mystnb={"image": {"alt": "Two line charts of the share of MultiMNIST validation pairs with both digits right against training pairs seen, in millions. Left, equal budgets: the CNN stays above the 32-epoch CapsNet after every epoch, 3.64 points ahead after 32 epochs (1.92 million pairs). Right, log axis: the 100- and 150-epoch CapsNet runs climb more slowly but keep rising, the 150-epoch one ending near the CNN; all stay below the paper's lines at 94.8 and 91.9 per cent."}}
 runs = {name: capsedu.pretrained_metrics(key)["history"]["validation_accuracy"] for name, (_, key) in networks.items()}
 for run in capsedu.pretrained_metrics("multimnist")["tries"]:  # the CapsNet recipe's other long runs
     if run["epochs"] >= 32 and "precision" not in run["changes"]:
@@ -539,7 +539,7 @@ print(f"in the same minutes here, the CNN sees {speeds['CNN'] / speeds['CapsNet'
 # paper's columns marked (\*); where it is wrong, it is the wrongly predicted class, as in the
 # paper's columns marked (P).
 
-# %%
+# %% mystnb={"image": {"alt": "Five test pairs, one per row: the merged input, the reconstruction from each label's capsule alone, both overlaid in orange and blue, and the capsule of a class not in the image. In the three correct pairs each capsule redraws only its own digit; the absent class gives a faint blur, except a clear 7 in the second. In the two failures the missed 8 and 5 come out faint, and the wrongly predicted 6 and 3 are drawn instead."}}
 first_images, first_targets = live.batch(torch.arange(40))
 with torch.no_grad():
     hits = pair_hits(capsnet.class_scores(first_images), first_targets.labels)  # (40,)
@@ -567,7 +567,7 @@ pair_figure(capsnet, live, right + wrong)
 # Which pairs of classes are hardest? The share of test pairs with both digits right, for each
 # pair of classes (each cell holds about 220 pairs of the 10,000):
 
-# %%
+# %% mystnb={"image": {"alt": "Two 10 by 10 heat maps, CapsNet and CNN, of the share of test pairs with both digits right for each pair of classes, symmetric, blank diagonal, dark purple at the lowest cell to yellow at 1.0. The lowest cells are 2 and 5 for the CapsNet (75 plus or minus 3 per cent) and 7 and 8 for the CNN (79 plus or minus 3); a 1 with a 4 or a 7 is among the brightest for both."}}
 measured = {name: pair_accuracy_matrix(network, live) for name, (network, _) in networks.items()}
 matrices = {name: shares for name, (shares, _) in measured.items()}
 pair_matrix_figure(matrices, {name: counts for name, (_, counts) in measured.items()})

@@ -294,7 +294,7 @@ else:
 #
 # Where do the errors go? The four upper-body garments:
 
-# %%
+# %% mystnb={"image": {"alt": "Three 4-by-4 confusion matrices, one per Fashion-MNIST network (CapsNet, CNN, Efficient-CapsNet), for T-shirt, pullover, coat and shirt: rows the true class, columns the predicted one, darker blue for larger shares. The three look alike: T-shirts, pullovers and coats are read right about 90 % of the time, shirts only 75 to 76 %, with about 10 % of shirts taken for T-shirts and roughly 5 to 7 % each for pullovers and coats."}}
 upper = [0, 2, 4, 6]  # T-shirt/top, pullover, coat, shirt
 if predicted:
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), layout="constrained")
@@ -330,7 +330,7 @@ if predicted:
 # capsule. Below, test shirts (top), redrawn from the capsule the network chose (middle) and from
 # the **shirt** capsule (bottom) — for a shirt read as a T-shirt, the two differ:
 
-# %%
+# %% mystnb={"image": {"alt": "Eight Fashion-MNIST test shirts in three rows: the shirt titled with the CapsNet's prediction, the decoder's redrawing from the chosen class capsule, and from the shirt capsule. Four are read as shirts, four as T-shirt, pullover, coat and dress (in red). Redrawings are blurred generic garments keeping outline and brightness but not texture; for misread shirts the chosen capsule draws its own class and the shirt capsule a shirt, for the dress only a faint blur."}}
 if predicted:
     fashion_capsnet = capsedu.pretrained("fashion_capsnet")
     shirt_index = torch.nonzero(shown_clothes.labels == 6).flatten()
@@ -384,7 +384,7 @@ for name, model in (("CapsNet", capsnet), ("CNN", cnn)):
 # CapsNet reads right and FGSM at ε = 0.1 turns — the change it made (red: brighter, blue:
 # darker) and what the CapsNet then answers:
 
-# %%
+# %% mystnb={"image": {"alt": "Top row: an MNIST test digit 1, which the CapsNet reads right, then its FGSM versions at eps 0.05, 0.1 and 0.2, titled with the CapsNet's answer: still 1 at 0.05, other digits (in red) at 0.1 and 0.2. Bottom row: the change to each pixel on a red-blue scale from -0.2 to 0.2: large blocks of background brightened by eps (red), the stroke darkened (blue), the rest unchanged, more intense as eps grows."}}
 turned_images = fgsm(capsnet, few.images, few.labels, 0.1)
 with torch.no_grad():
     right = capsnet.class_scores(few.images).argmax(dim=1) == few.labels  # (N,)
@@ -604,7 +604,7 @@ for dataset in studied:
 # Fashion-MNIST it is large for all three; the CNN and Efficient-CapsNet end near 0 from
 # ε = 0.05, where the CapsNet keeps 16.2 %.
 
-# %%
+# %% mystnb={"image": {"alt": "Accuracy against attack size eps on 1,000 test images, MNIST left, Fashion-MNIST right; solid lines are each image's worst case over every attack, dotted lines PGD alone. On MNIST the CNN falls fastest; at eps 0.1 the worst cases are CapsNet 19.1 %, Efficient-CapsNet 27.3 % (80.8 % under PGD alone), EM 5.6 %, CNN near 0. On Fashion-MNIST at eps 0.05 the CNN and Efficient-CapsNet are near 0, the CapsNet at 16.2 %, all far below their dotted lines."}}
 COLOURS = {"CapsNet": ("#0072B2", "o"), "CNN": ("#D55E00", "s"), "Efficient-CapsNet": ("#009E73", "^"),
            "EM network": ("#CC79A7", "D")}  # Okabe-Ito colours, and a marker for each network
 fig, axes = plt.subplots(1, len(studied), figsize=(5.5 * len(studied), 5), sharey=True, layout="constrained",
@@ -764,7 +764,7 @@ for dataset in studied:
 # (through its true gradient) and the CNN. Each run is longer than the one before, and meets only
 # the digits the shorter runs left right, so each point is the worst case over every run so far:
 
-# %%
+# %% mystnb={"image": {"alt": "Accuracy of 100 MNIST test digits at eps 0.1 under ever longer Auto-PGD attacks (10 to 200 steps, then 200 with 2 restarts), each point the worst case over all runs so far, with 2-standard-error bars. The CapsNet falls steeply from 56 % to 36 % by 50 steps, then slowly to 31, 30 and 29 %: flattening, not yet at a floor. The CNN starts at 4 % and is at 0 from 50 steps on."}}
 n_curve = capsedu.choose(learner=100, fast=20)
 curve_images, curve_labels = digits.images[:n_curve], digits.labels[:n_curve]
 budgets = [(10, 1), (25, 1), (50, 1), (100, 1), (200, 1), (200, 2)]  # (steps, restarts)
@@ -861,7 +861,7 @@ print(capsedu.compare_paired("uniform", answers[1] == truth, "routed", answers[3
 # carries no information about *which* image it sees (always on). The primary capsules' lengths
 # over the same test digits:
 
-# %%
+# %% mystnb={"image": {"alt": "Histogram, log-scaled counts, of the lengths of the CapsNet's 288 primary capsules on 1000 MNIST test digits, with a dashed line at 0.5, the squash's midpoint. No length is below 0.5: a handful lie between about 0.7 and 0.9 and almost all sit in the last bin next to 1 (median 0.999, 1st percentile 0.979), so every primary capsule is long on every digit, always on."}}
 primary_lengths = u.norm(dim=-1)  # (N, I)
 fig, ax = plt.subplots(figsize=(6.4, 2.8))
 ax.hist(primary_lengths.flatten().numpy(), bins=50, range=(0, 1), log=True)
@@ -898,7 +898,7 @@ for init in deep["inits"]:
         norms = " ".join(f"{last[f'routed{k + 1}']:8.1e}" for k in range(depth))
         print(f"{depth:^13d}  {init:10s}  {accuracies:45s}  {norms.ljust(26)}  conv1 {last['conv1']:7.1e}")
 
-# %%
+# %% mystnb={"image": {"alt": "Two log-scale plots of the gradient norm of each routed layer's W on one batch, before training and after epochs 1 and 2, for stacks of 1, 2 and 3 routed layers (colour: depth; line style: layer). Default start: one layer gets about 1e-3 rising above 1e-2, two layers flat at about 6e-16, three exactly 0 (drawn at 1e-30). Calibrated start: every layer gets between about 2e-4 and 0.14, shrinking with training and smaller in lower layers."}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
 for ax, init in zip(axes, deep["inits"]):
     for depth, colour in zip((1, 2, 3), ("C0", "C1", "C2")):
