@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 import yaml
@@ -52,14 +52,18 @@ def build_inputs() -> list[Path]:
     return book_files + sorted((REPO / "notebooks").glob("*.ipynb")) + [REPO / "Makefile"] + download
 
 
-def course_download():
-    """The book's extension that writes the course download (book/_ext/course_download.py)."""
+def book_extension(name: str):
+    """One of the book's local extensions (book/_ext/NAME.py)."""
     sys.path.insert(0, str(BOOK / "_ext"))
     try:
-        import course_download as extension
+        return __import__(name)
     finally:
         sys.path.remove(str(BOOK / "_ext"))
-    return extension
+
+
+def course_download():
+    """The book's extension that writes the course download (book/_ext/course_download.py)."""
+    return book_extension("course_download")
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +143,20 @@ def test_no_remote_resources_in_built_files(site: Path) -> None:
     assert not remote, "resources that would be fetched from the network:\n" + "\n".join(remote)
 
 
+def test_every_figure_on_the_site_says_what_it_shows(site: Path) -> None:
+    """The lessons' figures carry their alt text (the cells' mystnb.image.alt), not a file name."""
+    figures = 0
+    for lesson in sorted((site / "notebooks").glob("[0-9][0-9]_*.html")):
+        for tag, attrs in page_tags(lesson):
+            if tag != "img" or "_images/" not in attrs.get("src", ""):
+                continue
+            figures += 1
+            alt = attrs.get("alt") or ""
+            assert len(alt.split()) >= 20 and not alt.endswith((".png", ".jpg", ".svg")), \
+                f"{lesson.name}: {attrs.get('src')} has the alt text {alt[:80]!r}"
+    assert figures >= 67, f"only {figures} figures on the lesson pages"
+
+
 def test_internal_links_resolve(site: Path) -> None:
     broken = []
     for page in site_pages(site):
@@ -196,6 +214,34 @@ def test_the_repository_address_is_set_in_one_place() -> None:
     assert unnamed.myst_substitutions["repository"] == ""  # the download alone, no deployer's note
     assert "{{ repository }}" in (BOOK / "setup.md").read_text()
     assert "repository: url:" in (BOOK / "instructors.md").read_text()  # where a deployment sets it
+
+
+def test_the_class_hub_button_opens_the_lesson_as_make_hub_links_it() -> None:
+    """book/_ext/hub_launch.py: configured, each lesson page's header gets the nbgitpuller link of
+    coursetools.hub (the format the hub test follows), opening that lesson from the learner
+    repository; unconfigured (the default build) or on another page, nothing."""
+    from coursetools.hub import TARGET, pull_link
+
+    launch = book_extension("hub_launch")
+    hub, learner = "https://hub.example.org", "git://hub.example.org/capsedu-learner"
+    link = launch.hub_link(hub, learner, "notebooks/03_dynamic_routing")
+    assert link == pull_link(hub, learner, open_path="03_dynamic_routing.ipynb")
+    query = parse_qs(urlsplit(link).query)
+    assert query["repo"] == [learner] and query["urlpath"] == [f"lab/tree/{TARGET}/03_dynamic_routing.ipynb"]
+    assert launch.hub_link("", "", "notebooks/03_dynamic_routing") is None
+    assert launch.hub_link(hub, learner, "setup") is None
+    app = SimpleNamespace(config=SimpleNamespace(capsedu_hub_url=hub, capsedu_learner_repository=learner))
+    context = {"header_buttons": []}
+    launch.add_hub_button(app, "notebooks/03_dynamic_routing", "page.html", context, None)
+    assert [b["url"] for b in context["header_buttons"]] == [link]
+    config = yaml.safe_load((BOOK / "_config.yml").read_text())["sphinx"]["config"]
+    assert (config["capsedu_hub_url"], config["capsedu_learner_repository"]) == ("", "")  # a deployment sets them
+    for repository, buttons in (("", {}), ("https://github.com/o/capsedu", {"binderhub_url": "https://mybinder.org"})):
+        theme = {"repository_url": repository, "launch_buttons": {}}  # Binder only with a repository
+        launch.binder_when_a_repository_is_named(None, SimpleNamespace(
+            html_theme_options=theme, capsedu_binderhub_url=config["capsedu_binderhub_url"]))
+        assert theme["launch_buttons"] == buttons
+    assert "capsedu_hub_url" in (BOOK / "instructors.md").read_text()
 
 
 def test_mathjax_and_widget_renderer_are_shipped(site: Path) -> None:
@@ -393,8 +439,14 @@ def test_the_explorers_move_on_the_static_site(site: Path, page: BookPage) -> No
             handles = explorer.locator(".noUi-handle")
             assert handles.count() >= 1, f"{lesson.name}: explorer {e} has no slider"
             start = _shown_picture(explorer)
+            alt = explorer.locator("img:visible").get_attribute("alt") or ""
+            assert len(alt.split()) >= 20, f"{lesson.name}: explorer {e}'s picture has the alt text {alt!r}"
             for h in range(handles.count()):
+                name = handles.nth(h).get_attribute("aria-label") or ""
+                assert name and name in explorer.inner_text(), f"{lesson.name}: explorer {e}, slider {h} is named {name!r}"
                 back = _move(page, handles.nth(h))
+                assert (explorer.locator("img:visible").get_attribute("alt") or "") != alt, (
+                    f"{lesson.name}: explorer {e}, slider {h}: the new picture kept the old alt text")
                 assert _shown_picture(explorer) != start, (
                     f"{lesson.name}: explorer {e}, slider {h} moved alone from the start changed nothing")
                 page.page.keyboard.press(back)  # back to the start for the next slider
@@ -405,6 +457,42 @@ def test_the_explorers_move_on_the_static_site(site: Path, page: BookPage) -> No
         remote = [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
         assert not remote, f"{lesson.name}: requests beyond the local files: {remote}"
     assert len(moved) >= 5, f"frame explorers found on {sorted(moved)} only (lessons 03, 07, 08, 09, 11)"
+
+
+AXE = SimpleNamespace(spec="axe-core@4.10.2", tarball="axe-core-4.10.2.tgz", member="package/axe.min.js",
+                      integrity="sha512-RE3mdQ7P3FRSe7eqCWoeQ/Z9QXrtniSjp1wUjt5nRC3WIpz5rSCve6o3fsZ2aCpJtrZjSZgjwXAoTO5k4tEI0w==")
+AXE_RUN = """async () => (await axe.run(document, {runOnly: {type: 'tag',
+    values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})).violations
+  .map(v => ({rule: v.id, count: v.nodes.length, example: v.nodes[0].html.slice(0, 160)}))"""
+
+
+def axe_script() -> str:
+    """axe-core (Deque's accessibility rules), from the npm registry like the book's other
+    assets: pinned, checked against its published integrity, cached (book/_ext/offline_assets.py)."""
+    import tarfile
+
+    assets = book_extension("offline_assets")
+    tarball = assets.fetch_tarball(assets.NpmAsset(AXE.spec, AXE.tarball, AXE.integrity, "", "", ()),
+                                   assets.default_cache())
+    with tarfile.open(tarball) as archive:
+        return archive.extractfile(AXE.member).read().decode("utf-8")
+
+
+def test_every_page_passes_axe_wcag_2_1_aa(site: Path, page: BookPage) -> None:
+    """axe-core's WCAG 2.0/2.1 A and AA rules on every page of the site, widgets rendered: no violation."""
+    script, found, lessons = axe_script(), {}, set(lesson_pages(site))
+    for html in [p for p in site_pages(site) if p.name not in ("genindex.html", "search.html")]:
+        if html in lessons:
+            check_lesson(page, html)
+        else:
+            page.open(html.as_uri())
+        page.page.wait_for_timeout(500)  # the page script names what the widget manager drew
+        page.page.add_script_tag(content=script)
+        violations = page.page.evaluate(AXE_RUN)
+        if violations:
+            found[str(html.relative_to(site))] = violations
+    assert not found, "axe-core violations (rule, elements, first element):\n" + "\n".join(
+        f"{name}: {[(v['rule'], v['count'], v['example']) for v in vs]}" for name, vs in found.items())
 
 
 def test_landing_page_in_chromium(site: Path, page: BookPage) -> None:

@@ -65,6 +65,30 @@ def test_each_inner_stack_and_the_outer_stack_follow_their_slider_in_the_browser
     assert len({id(image.layout) for stack in explorer.inner_stacks for image in stack.children}) == 1
 
 
+def test_every_frame_says_what_it_shows_and_where_the_sliders_are():
+    import ipywidgets
+
+    frames = [[_png(c) for c in ("red", "green", "blue")], [_png(c) for c in ("black", "white", "red")]]
+    def images() -> set[str]:
+        return {key for key, w in ipywidgets.Widget.widgets.items() if isinstance(w, ipywidgets.Image)}
+
+    before = images()
+    explorer = FrameExplorer(frames, Control("k", ("a", "b", "c")), Control("row", ("0", "1")),
+                             alt="Coloured squares.")
+    assert len(images() - before) == 5, "one Image per distinct frame (every widget is saved with the page)"
+    assert [[image.tooltip for image in stack.children] for stack in explorer.inner_stacks] == [
+        ["Coloured squares; row 0, k a.", "Coloured squares; row 0, k b.", "Coloured squares; row 0, k c."],
+        ["Coloured squares; row 1, k a.", "Coloured squares; row 1, k b.", "Coloured squares; row 0, k a."]]
+    single = FrameExplorer([frames[0]], Control("iterations r", ("1", "2", "3")))
+    assert single.inner_stacks[0].children[2].tooltip == "Explorer; iterations r 3."
+
+
+def test_the_explorers_frames_say_what_they_show(strong_model, dataset):
+    for frames in (routing_explorer(strong_model, dataset).frames(), perturbation_explorer(strong_model, dataset).frames()):
+        tooltips = [image.tooltip for stack in frames.inner_stacks for image in stack.children]
+        assert all(len(text.split()) >= 20 and "image 0" in text for text in tooltips), tooltips[:2]
+
+
 def test_a_frame_grid_of_the_wrong_shape_is_named():
     with pytest.raises(ValueError, match=r"frames must be 2 row\(s\) of 3 PNG frames"):
         FrameExplorer([[_png("red")] * 3], Control("k", ("a", "b", "c")), Control("row", ("0", "1")))

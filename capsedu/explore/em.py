@@ -188,7 +188,10 @@ class EMExplorer(PngView):
 
     def frames(self, colours: int = 64) -> FrameExplorer:
         r"""The static form (no kernel needed): one frame per iteration."""
-        return sweep(self, "iteration", range(1, len(self.steps) + 1), colours=colours)
+        alt = ("EM routing, one scatter plot per parent capsule: each child's vote projected on two "
+               "axes, coloured by its assignment R to that parent (dark 0, yellow 1), with the "
+               "parent's 2-sigma ellipse and its activation in the title")
+        return sweep(self, "iteration", range(1, len(self.steps) + 1), colours=colours, alt=alt)
 
 
 def em_explorer(steps: list[EMStep], votes: torch.Tensor, parents: Sequence[int] | None = None,

@@ -21,6 +21,7 @@ control - of ``per_row`` frames, one per inner position).
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import Any
 
 from PIL import Image
 
-__all__ = ["CSS_CLASS", "Control", "FrameExplorer", "compress_png", "sweep"]
+__all__ = ["CSS_CLASS", "Control", "FrameExplorer", "compress_png", "frame_alt", "sweep"]
 CSS_CLASS = "capsedu-frames"
 
 
@@ -74,11 +75,14 @@ class FrameExplorer:
 
     ``frames`` is a list of ``rows`` lists of ``per_row`` PNG frames each; ``outer`` may be None
     when there is one row.
-    ``note`` is shown under the sliders (say what the frames cover). Display the object (last line
-    of a cell) to get the widget; ``widget`` is the ``VBox``, ``sliders`` its controls."""
+    ``note`` is shown under the sliders (say what the frames cover). ``alt`` says what every frame
+    shows, for a reader who cannot see it: each frame's text alternative is ``alt`` and the slider
+    positions that choose it (the image's ``tooltip``, its ``title`` in the browser; the book's
+    page script makes it the ``alt`` too). Display the object (last line of a cell) to get the
+    widget; ``widget`` is the ``VBox``, ``sliders`` its controls."""
 
     def __init__(self, frames: Sequence[Sequence[bytes]], inner: Control,
-                 outer: Control | None = None, note: str = "") -> None:
+                 outer: Control | None = None, note: str = "", alt: str = "") -> None:
         import ipywidgets as widgets
 
         rows = len(outer.labels) if outer is not None else 1
@@ -87,8 +91,9 @@ class FrameExplorer:
                              f"position of each control), got {[len(row) for row in frames]}")
         shared: dict[bytes, Any] = {}  # identical frames share one Image model
         layout = widgets.Layout()  # and all frames one Layout model (each is saved with the page)
-        images = [[shared.setdefault(png, widgets.Image(value=png, format="png", layout=layout))
-                   for png in row] for row in frames]  # rows x per_row
+        images = [[shared.get(png) or shared.setdefault(png, _frame_image(
+                       png, layout, frame_alt(alt, inner, k, outer, o)))
+                    for k, png in enumerate(row)] for o, row in enumerate(frames)]  # rows x per_row
         self.frame_count, self.unique_frames = rows * len(inner.labels), len(shared)
         self.page_bytes = sum(len(png) for png in shared)
         self.inner_stacks = [widgets.Stack(row, selected_index=inner.start) for row in images]
@@ -111,6 +116,31 @@ class FrameExplorer:
         display(self.widget)
 
 
+@functools.cache
+def _frame_image_class() -> type:
+    r"""``ipywidgets.Image`` with an empty ``description``: ipywidgets 8 draws a tooltip (the
+    ``<img>``'s title) only for a model with a description - its views read the description's
+    length first, and for a plain ``Image``, which has none, the view fails to render."""
+    import ipywidgets as widgets
+    from traitlets import Unicode
+
+    class FrameImage(widgets.Image):
+        description = Unicode("").tag(sync=True)
+
+    return FrameImage
+
+
+def _frame_image(png: bytes, layout: Any, text: str) -> Any:
+    r"""One frame: its PNG, the shared ``layout``, and ``text`` as its tooltip."""
+    return _frame_image_class()(value=png, format="png", layout=layout, tooltip=text)
+
+
+def frame_alt(alt: str, inner: Control, k: int, outer: Control | None = None, o: int = 0) -> str:
+    r"""The text alternative of frame ``(o, k)``: ``alt`` and the slider positions that show it."""
+    where = [f"{c.description} {c.labels[i]}" for c, i in ((outer, o), (inner, k)) if c is not None]
+    return f"{alt.rstrip('. ') or 'Explorer'}; {', '.join(where)}."
+
+
 def _slider(control: Control) -> Any:
     r"""A selection slider over ``control``'s labels; its ``index`` drives the frames."""
     import ipywidgets as widgets
@@ -127,7 +157,7 @@ def _grab(explorer: Any, colours: int) -> bytes:
 
 def sweep(explorer: Any, control: str, values: Sequence[Any], outer: str | None = None,
           outer_values: Sequence[Any] = (), note: str = "", colours: int = 96,
-          label: Callable[[Any], str] = str) -> FrameExplorer:
+          label: Callable[[Any], str] = str, alt: str = "") -> FrameExplorer:
     r"""Frames of a live ``explorer``, one per value of its control ``control`` (an attribute
     holding an ipywidgets control, e.g. ``"iterations"``), and per value of ``outer`` if given.
 
@@ -157,7 +187,7 @@ def sweep(explorer: Any, control: str, values: Sequence[Any], outer: str | None 
     inner = Control(controls[0].description, tuple(label(v) for v in values), _start(values, before[0]))
     outer_control = (Control(controls[1].description, tuple(label(v) for v in outer_values),
                              _start(outer_values, before[1])) if outer is not None else None)
-    return FrameExplorer(rows, inner, outer_control, note)
+    return FrameExplorer(rows, inner, outer_control, note, alt)
 
 
 def _start(values: Sequence[Any], current: Any) -> int:

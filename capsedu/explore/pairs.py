@@ -216,8 +216,10 @@ class PairExplorer(PngView):
     def frames(self, colours: int = 64) -> FrameExplorer:
         r"""The static form (no kernel needed): this pair, every class for each colour."""
         note = f"Pair {self.index.value} only; choosing another pair needs the live explorer."
+        alt = (f"Pair {self.index.value} of overlapping digits: the input, the reconstructions from the "
+               "two chosen class capsules alone and both in colour, and the ten capsule lengths")
         return sweep(self, "second", range(10), outer="first", outer_values=range(10), note=note,
-                     colours=colours)
+                     colours=colours, alt=alt)
 
 
 def pair_explorer(model: CapsNet, pairs: MultiMNIST, index: int = 0) -> PairExplorer:

@@ -151,8 +151,11 @@ class TransformExplorer(_Explorer):
         shifts = range(-(self.dx.max // shift_step) * shift_step, self.dx.max + 1, shift_step)
         note = (f"Image {self.index.value}, every {angle_step}° and every {shift_step} pixels "
                 "sideways; other angles, vertical shifts and other images need the live explorer.")
+        alt = (f"Test image {self.index.value} turned and shifted: the transformed digit, the CapsNet's "
+               "reconstruction of it, and each class's CapsNet capsule length beside the CNN's "
+               "probability, each network's answer in the titles")
         return sweep(self, "angle", angles, outer="dx", outer_values=shifts, note=note,
-                     colours=colours, label=lambda v: f"{v:+d}")
+                     colours=colours, label=lambda v: f"{v:+d}", alt=alt)
 
 
 def transform_explorer(capsnet: CapsNet, cnn: BaselineCNN, dataset: Any,

@@ -162,8 +162,10 @@ class PerturbationExplorer(_Explorer):
                 "typing another image or moving several dimensions needs the live explorer.")
         # it opens at the largest offset: at 0 every dimension draws the same picture, so a reader
         # who moved "dimension" first would see nothing change
+        alt = (f"Test image {self.index.value} and the decoder's reconstruction with one dimension of the "
+               "predicted class capsule moved, beside the ten capsule lengths (black ticks: before)")
         return FrameExplorer(rows, Control("offset", tuple(f"{v:+.2f}" for v in values), offsets - 1),
-                             Control("dimension", tuple(str(d) for d in range(len(self.sliders)))), note)
+                             Control("dimension", tuple(str(d) for d in range(len(self.sliders)))), note, alt)
 
 
 def share_axis_top(trace: RoutingTrace) -> float:
@@ -213,7 +215,11 @@ class RoutingExplorer(_Explorer):
     def frames(self, colours: int = 64) -> FrameExplorer:
         r"""The static form (no kernel needed): one frame per iteration count r, this image."""
         note = (f"Image {self.index.value} only; typing another image needs the live explorer.")
-        return sweep(self, "iterations", range(1, self.iterations.max + 1), note=note, colours=colours)
+        alt = (f"Dynamic routing of test image {self.index.value}: the digit, the coupling coefficients "
+               "J c_ij toward the predicted class over the primary capsule grid, each class's share "
+               "of the votes, the class capsules' lengths after 1 to r iterations, and the couplings "
+               "per primary capsule type")
+        return sweep(self, "iterations", range(1, self.iterations.max + 1), note=note, colours=colours, alt=alt)
 
 
 def perturbation_explorer(model: CapsNet, dataset: Any, index: int = 0) -> PerturbationExplorer:
