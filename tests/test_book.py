@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 import yaml
+from a11y import AXE_RUN, axe_script
 from conftest import lesson_numbers_follow_the_plan
 from local_servers import CHROMIUM, headless_chromium
 
@@ -457,25 +458,6 @@ def test_the_explorers_move_on_the_static_site(site: Path, page: BookPage) -> No
         remote = [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
         assert not remote, f"{lesson.name}: requests beyond the local files: {remote}"
     assert len(moved) >= 5, f"frame explorers found on {sorted(moved)} only (lessons 03, 07, 08, 09, 11)"
-
-
-AXE = SimpleNamespace(spec="axe-core@4.10.2", tarball="axe-core-4.10.2.tgz", member="package/axe.min.js",
-                      integrity="sha512-RE3mdQ7P3FRSe7eqCWoeQ/Z9QXrtniSjp1wUjt5nRC3WIpz5rSCve6o3fsZ2aCpJtrZjSZgjwXAoTO5k4tEI0w==")
-AXE_RUN = """async () => (await axe.run(document, {runOnly: {type: 'tag',
-    values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})).violations
-  .map(v => ({rule: v.id, count: v.nodes.length, example: v.nodes[0].html.slice(0, 160)}))"""
-
-
-def axe_script() -> str:
-    """axe-core (Deque's accessibility rules), from the npm registry like the book's other
-    assets: pinned, checked against its published integrity, cached (book/_ext/offline_assets.py)."""
-    import tarfile
-
-    assets = book_extension("offline_assets")
-    tarball = assets.fetch_tarball(assets.NpmAsset(AXE.spec, AXE.tarball, AXE.integrity, "", "", ()),
-                                   assets.default_cache())
-    with tarfile.open(tarball) as archive:
-        return archive.extractfile(AXE.member).read().decode("utf-8")
 
 
 def test_every_page_passes_axe_wcag_2_1_aa(site: Path, page: BookPage) -> None:

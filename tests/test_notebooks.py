@@ -40,6 +40,11 @@ def test_pair_is_in_sync(lesson):
     source = [c.source.strip() for c in jupytext.read(SOURCES / f"{lesson}.py").cells]
     paired = [c.source.strip() for c in jupytext.read(ipynb).cells]
     assert source == paired, f"src/{lesson}.py and {lesson}.ipynb differ: run `make sync`"
+    # byte for byte what Jupytext writes from the notebook (cell metadata in its order too): where
+    # they differ, JupyterLab with Jupytext refuses to open the newer .ipynb ("File Load Error")
+    written = jupytext.writes(jupytext.read(ipynb), fmt="py:percent")
+    assert written == (SOURCES / f"{lesson}.py").read_text(), \
+        f"src/{lesson}.py is not what Jupytext writes from {lesson}.ipynb: run `jupytext --sync` on the notebook"
 
 
 def test_the_file_browser_shows_each_lesson_once():

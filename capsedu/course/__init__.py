@@ -1,6 +1,7 @@
 r"""What the lessons call besides the package's pieces:
 
 * ``checks`` - the exercise checks, one module per lesson (a subpackage)
+* ``grading_mode`` - grading mode for nbgrader releases (failed checks raise, shown as their hint)
 * ``self_check`` - each lesson's closing multiple-choice questions (``self_checks/NN.json``),
   shown as plain HTML that works in JupyterLab and on the website without a kernel
 

@@ -8,7 +8,9 @@ course's checks, which would push the hint below a screen of code the learner ne
 JupyterLab, in Validate's dialog and in the feedback report).
 
 The lessons never import this module, so turning grading mode on or off changes none of their
-outputs. Shape legend: none (no tensors).
+outputs.
+
+Shape legend: none (no tensors).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ seven, four = test.first_index(7), test.first_index(4, nth=1)  # examples chosen
 # zero (lesson 05). If the reconstruction looks like the input, those 16 numbers carry enough to
 # redraw the digit: its thickness, slant, size and position.
 
-# %% tags=["example-digits"] mystnb={"image": {"alt": "The first test digit of each class 0 to 9, each labelled true and predicted class, all predicted correctly, with the shipped network's reconstruction from the longest capsule below. The reconstructions are only slightly blurred copies that keep each input's thickness, slant, size and position, even the looped 3 and the curled 5: the winning capsule's 16 numbers carry enough to redraw the digit."}}
+# %% mystnb={"image": {"alt": "The first test digit of each class 0 to 9, each labelled true and predicted class, all predicted correctly, with the shipped network's reconstruction from the longest capsule below. The reconstructions are only slightly blurred copies that keep each input's thickness, slant, size and position, even the looped 3 and the curled 5: the winning capsule's 16 numbers carry enough to redraw the digit."}} tags=["example-digits"]
 one_each = test.one_per_class()  # the first test digit of each class: 0, 1, ..., 9 for everyone
 print(test.describe_examples(one_each))
 reconstruction_grid(model, test.images[one_each], test.labels[one_each],
@@ -128,7 +128,7 @@ probe = yours_or_reference(check_perturb_and_decode, my_perturb_and_decode, pert
 # second 4, used further down, is test image 6. With the offline data your 7 and 4 are other
 # drawings of the same digits, so the dimensions that matter most can differ from those named.
 
-# %% tags=["example-digits"] mystnb={"image": {"alt": "Four panels for the first test 7 and its class-7 capsule: the input; its reconstruction; the reconstruction with dimension 1 moved by +0.25, a bolder, heavier 7; and their difference in red and blue (red: ink added, blue: removed). Red lines both sides of the whole bar and stem, thickening the stroke; blue appears only at the left tip of the bar and the foot of the stem."}}
+# %% mystnb={"image": {"alt": "Four panels for the first test 7 and its class-7 capsule: the input; its reconstruction; the reconstruction with dimension 1 moved by +0.25, a bolder, heavier 7; and their difference in red and blue (red: ink added, blue: removed). Red lines both sides of the whole bar and stem, thickening the stroke; blue appears only at the left tip of the bar and the foot of the stem."}} tags=["example-digits"]
 print(test.describe_examples([seven, four]))
 image = test.images[seven]  # (1, 28, 28): the first 7
 sweep, _ = perturbation_sweep(model, image)  # (D_out, V, H, W): every dimension, every offset

@@ -203,7 +203,7 @@ rotate = yours_or_reference(check_rotate, my_rotate,
 # each side, affNIST's size). The networks see its central 28 × 28, exactly what turning the
 # 28 × 28 image gives; the canvas tells how much of the digit's ink that frame keeps.
 
-# %% tags=["example-digits"] mystnb={"image": {"alt": "A row of nine copies of one handwritten test 7, turned from -60 to +60 degrees in 15-degree steps (negative clockwise, positive anticlockwise), upright in the middle. At -60 degrees it lies almost flat like a backwards L, at -30 it looks like an arrowhead pointing right, and at +60 like an upside-down V. Every turned digit stays whole inside its frame."}}
+# %% mystnb={"image": {"alt": "A row of nine copies of one handwritten test 7, turned from -60 to +60 degrees in 15-degree steps (negative clockwise, positive anticlockwise), upright in the middle. At -60 degrees it lies almost flat like a backwards L, at -30 it looks like an arrowhead pointing right, and at +60 like an upside-down V. Every turned digit stays whole inside its frame."}} tags=["example-digits"]
 seven = test.first_index(7)  # the first 7 of the test split, chosen by class: a 7 for every learner
 print(test.describe_examples([seven]))
 digit = test.images[seven:seven + 1]  # (1, 1, 28, 28)

@@ -442,7 +442,7 @@ print(capsedu.compare_paired("dynamic routing", capsedu.correct_on_test("capsnet
 # class's votes projected on their two principal axes, coloured by $R_{ij}$, with the class
 # Gaussian's 2σ ellipse in the same projection.
 
-# %% tags=["example-digits"] mystnb={"image": {"alt": "Three scatter plots, for classes 7, 2 and 9, of the 144 children's 16-number votes for that class, projected on their two principal axes after EM routing iteration 1, each with the class Gaussian's red 2-sigma ellipse. Every point is dark: each child is still assigned equally to all ten classes (one tenth of the 144 children each); the votes sit in tight clusters. Activations are close: 0.159, 0.180 and 0.172, classes 2 and 9 slightly ahead of 7."}}
+# %% mystnb={"image": {"alt": "Three scatter plots, for classes 7, 2 and 9, of the 144 children's 16-number votes for that class, projected on their two principal axes after EM routing iteration 1, each with the class Gaussian's red 2-sigma ellipse. Every point is dark: each child is still assigned equally to all ten classes (one tenth of the 144 children each); the votes sit in tight clusters. Activations are close: 0.159, 0.180 and 0.172, classes 2 and 9 slightly ahead of 7."}} tags=["example-digits"]
 seven = test_digits.first_index(7)  # the first 7 of the test split: chosen by class, a 7 for everyone
 print(test_digits.describe_examples([seven]))
 image, label = test_digits[seven][0], 7  # (1, 28, 28)

@@ -307,7 +307,7 @@ print(f"98.5 % on validation first reached after epoch {reached['epoch']} ({reac
 # image 0 of the official split, whose numbers the text reads; offline, another 7): 16 primary
 # capsules (rows) and 10 classes (columns). Each row sums to 1.
 
-# %% tags=["example-digits"] mystnb={"image": {"alt": "Left: test image 0, a handwritten 7. Right: heat map of the self-attention couplings c_ij, 16 primary capsules (rows) by 10 classes (columns), colour from 0 (dark purple) to 1 (yellow), each row summing to 1. Only the class 7 column is bright, from 0.07 to 0.94 (row 6 brightest); the top two rows give it less than a uniform share and spread evenly over all classes, and no other class gets more than 0.14 from any capsule."}}
+# %% mystnb={"image": {"alt": "Left: test image 0, a handwritten 7. Right: heat map of the self-attention couplings c_ij, 16 primary capsules (rows) by 10 classes (columns), colour from 0 (dark purple) to 1 (yellow), each row summing to 1. Only the class 7 column is bright, from 0.07 to 0.94 (row 6 brightest); the top two rows give it less than a uniform share and spread evenly over all classes, and no other class gets more than 0.14 from any capsule."}} tags=["example-digits"]
 seven = test_digits.first_index(7)  # chosen by class: a 7 for every learner
 print(test_digits.describe_examples([seven]))
 digit, label = test_digits.images[seven:seven + 1], 7  # (1, 1, 28, 28)
