@@ -446,6 +446,8 @@ def test_the_explorers_move_on_the_static_site(site: Path, page: BookPage) -> No
                 name = handles.nth(h).get_attribute("aria-label") or ""
                 assert name and name in explorer.inner_text(), f"{lesson.name}: explorer {e}, slider {h} is named {name!r}"
                 back = _move(page, handles.nth(h))
+                ring = handles.nth(h).evaluate("e => [getComputedStyle(e).outlineStyle, parseFloat(getComputedStyle(e).outlineWidth)]")
+                assert ring[0] != "none" and ring[1] >= 2, f"{lesson.name}: a focused slider shows no focus ring ({ring})"
                 assert (explorer.locator("img:visible").get_attribute("alt") or "") != alt, (
                     f"{lesson.name}: explorer {e}, slider {h}: the new picture kept the old alt text")
                 assert _shown_picture(explorer) != start, (
