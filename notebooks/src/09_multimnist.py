@@ -338,7 +338,7 @@ def labels_found(network: torch.nn.Module, some_pairs: capsedu.MultiMNIST) -> to
 # panel shows the two runs with equal budgets; the right panel shows all four, on a logarithmic
 # axis of pairs seen.
 
-# %% mystnb={"image": {"alt": "Two line charts of the share of MultiMNIST validation pairs with both digits right against training pairs seen, in millions. Left, equal budgets: the CNN stays above the 32-epoch CapsNet after every epoch, 3.64 points ahead after 32 epochs (1.92 million pairs). Right, log axis: the 100- and 150-epoch CapsNet runs climb more slowly but keep rising, the 150-epoch one ending near the CNN; all stay below the paper's lines at 94.8 and 91.9 per cent."}}
+# %% mystnb={"image": {"alt": "Two line charts of the share of MultiMNIST validation pairs with both digits right against training pairs seen, in millions. Left, equal budgets: the CNN stays above the 32-epoch CapsNet after every epoch, 3.64 plus or minus 0.47 points ahead after 32 epochs (1.92 million pairs). Right, log axis: the 100- and 150-epoch CapsNet runs climb more slowly but keep rising, the 150-epoch one ending near the CNN; all stay below the paper's lines at 94.8 and 91.9 per cent."}}
 runs = {name: capsedu.pretrained_metrics(key)["history"]["validation_accuracy"] for name, (_, key) in networks.items()}
 for run in capsedu.pretrained_metrics("multimnist")["tries"]:  # the CapsNet recipe's other long runs
     if run["epochs"] >= 32 and "precision" not in run["changes"]:

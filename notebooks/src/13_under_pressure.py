@@ -604,7 +604,7 @@ for dataset in studied:
 # Fashion-MNIST it is large for all three; the CNN and Efficient-CapsNet end near 0 from
 # ε = 0.05, where the CapsNet keeps 16.2 %.
 
-# %% mystnb={"image": {"alt": "Accuracy against attack size eps on 1,000 test images, MNIST left, Fashion-MNIST right; solid lines are each image's worst case over every attack, dotted lines PGD alone. On MNIST the CNN falls fastest; at eps 0.1 the worst cases are CapsNet 19.1 %, Efficient-CapsNet 27.3 % (80.8 % under PGD alone), EM 5.6 %, CNN near 0. On Fashion-MNIST at eps 0.05 the CNN and Efficient-CapsNet are near 0, the CapsNet at 16.2 %, all far below their dotted lines."}}
+# %% mystnb={"image": {"alt": "Accuracy against attack size eps on 1,000 test images, MNIST left, Fashion-MNIST right; solid lines are each image's worst case over every attack, dotted lines PGD alone. On MNIST the CNN falls fastest; at eps 0.1 the worst cases are CapsNet 19.1 plus or minus 1.2 %, Efficient-CapsNet 27.3 plus or minus 1.4 % (80.8 % under PGD alone), EM 5.6 plus or minus 0.7 %, CNN near 0. On Fashion-MNIST at eps 0.05 the CNN and Efficient-CapsNet are near 0, the CapsNet at 16.2 plus or minus 1.2 %, all far below their dotted lines."}}
 COLOURS = {"CapsNet": ("#0072B2", "o"), "CNN": ("#D55E00", "s"), "Efficient-CapsNet": ("#009E73", "^"),
            "EM network": ("#CC79A7", "D")}  # Okabe-Ito colours, and a marker for each network
 fig, axes = plt.subplots(1, len(studied), figsize=(5.5 * len(studied), 5), sharey=True, layout="constrained",
