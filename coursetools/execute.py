@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from capsedu.training.profile import FAST_ENV
+from coursetools.figure_audit import AUDIT_ENV, audited_kernels, logged_problems
 from coursetools.fingerprint import (
     CANONICAL_DATA,
     data_identity,
@@ -79,14 +81,17 @@ MPL_CACHE = Path(sys.prefix) / "var" / "capsedu-matplotlib"
 
 @contextmanager
 def _profile(fast: bool):
-    before = {name: os.environ.get(name) for name in (FAST_ENV, "MPLCONFIGDIR")}
+    r"""The kernel's environment: the profile, the font cache, and the figure audit's log (yielded)."""
+    before = {name: os.environ.get(name) for name in (FAST_ENV, "MPLCONFIGDIR", "IPYTHONDIR", AUDIT_ENV)}
     os.environ.pop(FAST_ENV, None)
     if fast:
         os.environ[FAST_ENV] = "1"
     MPL_CACHE.mkdir(parents=True, exist_ok=True)
     os.environ["MPLCONFIGDIR"] = str(MPL_CACHE)
     try:
-        yield
+        with tempfile.TemporaryDirectory(prefix="capsedu-execute-") as folder:
+            os.environ.update(audited_kernels(Path(folder)))
+            yield Path(os.environ[AUDIT_ENV])
     finally:
         for name, value in before.items():
             os.environ.pop(name, None)
@@ -139,10 +144,11 @@ def execute(path: Path, *, fast: bool = False, out_dir: Path | None = None,
     notebook.cells.append(nbformat.v4.new_code_cell(PROBE))  # the kernel's peak memory and CPU time
     load_before = os.getloadavg()
     start = time.perf_counter()
-    with _profile(fast):
+    with _profile(fast) as figure_log:
         client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": str(path.parent)}})
         client.execute()
+        figure_problems = logged_problems(figure_log)
     seconds = time.perf_counter() - start
     probe = notebook.cells.pop()
     finish_progress_bars(notebook)
@@ -153,7 +159,8 @@ def execute(path: Path, *, fast: bool = False, out_dir: Path | None = None,
                  "kernel_peak_rss_mib": round(usage["peak_rss_mib"]), "cpu": _cpu(),
                  "cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
                  "load_average_after": [round(x, 2) for x in os.getloadavg()],
-                 "torch": torch.__version__, "python": platform.python_version()}
+                 "torch": torch.__version__, "python": platform.python_version(),
+                 "figure_problems": figure_problems}
     target = path if out_dir is None else out_dir / path.name
     if out_dir is None and (fast or data != CANONICAL_DATA):
         raise SystemExit(f"{path.name} ran with {'the fast profile' if fast else f'data {data}'}, not "
@@ -189,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                   "re-execute them with `make execute` (python -m coursetools.execute --stale)")
             return 1 if found else 0
         chosen = list(found)
+    failed = False  # a figure broke the colour rules (coursetools.figure_audit)
     for path in chosen:
         print(f"executing {path.stem} ...", flush=True)
         info = execute(path, fast=args.fast, out_dir=args.out_dir)
@@ -196,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{info['kernel_cpu_seconds']:.0f} s CPU and {info['kernel_peak_rss_mib']} MiB peak, load "
               f"{info['load_average_before'][0]:.1f} -> {info['load_average_after'][0]:.1f}",
               flush=True)
-    return 0
+        for problem in info["figure_problems"]:
+            print(f"  figure audit: {problem}", flush=True)
+        failed = failed or bool(info["figure_problems"])
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

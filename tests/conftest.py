@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from figure_audit_plugin import FigureAudit
 from tiers import settle_tiers
 
 import capsedu
@@ -37,6 +38,11 @@ WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 CORES_PER_WORKER = max(1, (os.cpu_count() or 1) // WORKERS)
 if WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(CORES_PER_WORKER))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    r"""Each process checks the figures its notebook kernels draw (tests/figure_audit_plugin.py)."""
+    config.pluginmanager.register(FigureAudit(), "capsedu-figure-audit")
 
 
 @pytest.hookimpl(wrapper=True)  # around the others: before -m selects and xdist reads the groups

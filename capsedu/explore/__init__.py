@@ -1,5 +1,6 @@
 r"""Looking inside trained networks, one module per kind of look:
 
+* ``palette`` - the course's colours: Okabe-Ito, colour-blind-safe maps, the second clues
 * ``probes`` - perturbations, routing traces, vote shares, coupling maps, as tensors
 * ``figures`` - static figures: image rows, reconstructions, Figure 4, the routing strip
 * ``panels`` - the explorers' figures, updated in place

@@ -30,6 +30,7 @@ from matplotlib.patches import Ellipse
 
 from capsedu._validate import require_unit_interval
 from capsedu.explore.frames import FrameExplorer, sweep
+from capsedu.explore.palette import VERMILLION
 from capsedu.explore.render import PngView
 from capsedu.nets.em_routing import e_step, em_routing, inverse_temperatures, m_step
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
@@ -130,7 +131,7 @@ class EMPanel:
             xy = ((votes[:, j].double() - centre) @ axes_2d.T).numpy()  # (I, 2)
             self.points.append(ax.scatter(xy[:, 0], xy[:, 1], c=np.zeros(len(xy)), cmap="viridis",
                                           vmin=0, vmax=1, s=22, edgecolors="0.3", linewidths=0.3))
-            self.ellipses.append(ax.add_patch(Ellipse((0, 0), 1, 1, fill=False, color="tab:red", lw=1.5)))
+            self.ellipses.append(ax.add_patch(Ellipse((0, 0), 1, 1, fill=False, color=VERMILLION, lw=1.5)))
             self.titles.append(ax.set_title(name, fontsize=11))
             pad = 0.15 * np.ptp(xy, axis=0).max()
             ax.set(xlim=(xy[:, 0].min() - pad, xy[:, 0].max() + pad),

@@ -25,6 +25,7 @@ import torch
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
+from capsedu.explore.palette import BLUE, TEXT_VERMILLION, VERMILLION
 from capsedu.explore.probes import (
     PERTURBATION_VALUES,
     coupling_map,
@@ -35,8 +36,15 @@ from capsedu.explore.probes import (
 from capsedu.nets.capsnet import CapsNet, require_capsnet
 from capsedu.training.modes import eval_mode
 
-TRUE_COLOUR, PREDICTED_COLOUR, OTHER_COLOUR = "tab:red", "tab:orange", "0.65"
-COUPLING_CMAP = "RdBu_r"
+# A class's role in a figure (the true label, a wrong prediction, the others) - its colour
+# (palette.py) and a second clue: the line's style and marker, the bar's hatch.
+TRUE_COLOUR, PREDICTED_COLOUR, OTHER_COLOUR = VERMILLION, BLUE, "0.65"
+CLASS_LINES = {"true": {"color": TRUE_COLOUR, "ls": "-", "marker": "o", "lw": 2.5, "zorder": 3},
+               "predicted": {"color": PREDICTED_COLOUR, "ls": "--", "marker": "s", "lw": 2.5, "zorder": 3},
+               "other": {"color": OTHER_COLOUR, "ls": "-", "marker": "", "lw": 1, "zorder": 1}}
+CLASS_HATCHES = {"true": "//", "predicted": "..", "other": ""}
+WRONG_TEXT = TEXT_VERMILLION  # a wrong prediction's title (5.5:1 on white)
+COUPLING_CMAP = "RdBu_r"  # ColorBrewer's red-blue: safe for the common colour-vision deficiencies
 
 
 COUPLING_TOP = 4.0  # J c at the red end of every coupling map's colour scale
@@ -45,6 +53,11 @@ COUPLING_TOP = 4.0  # J c at the red end of every coupling map's colour scale
 def coupling_norm() -> TwoSlopeNorm:
     r"""The one colour scale of :math:`J c_{ij}`: 0 blue, 1 (a fair share) white, 4 red."""
     return TwoSlopeNorm(vmin=0.0, vcenter=1.0, vmax=COUPLING_TOP)
+
+
+def class_role(k: int, true_label: int, prediction: int) -> str:
+    r"""``"true"`` for the true class, ``"predicted"`` for a different predicted one, else ``"other"``."""
+    return "true" if k == true_label else "predicted" if k == prediction else "other"
 
 
 def grid_extent(model: CapsNet) -> tuple[float, float, float, float]:
@@ -80,8 +93,8 @@ def image_rows(rows: dict[str, torch.Tensor], *, title: str = "",
 @torch.no_grad()
 def reconstruction_grid(model: CapsNet, images: torch.Tensor, labels: torch.Tensor, title: str,
                         columns: int = 10) -> Figure:
-    r"""Inputs (N, 1, H, W) with "true -> predicted" above (red when wrong) and, below each row of
-    inputs, the test-time reconstructions (decoder masked by the longest capsule)."""
+    r"""Inputs (N, 1, H, W) with "true -> predicted" above (dark vermillion when wrong) and, below
+    each row of inputs, the test-time reconstructions (decoder masked by the longest capsule)."""
     with eval_mode(require_capsnet(model)):
         out = model(images)  # masked by the longest capsule
     predictions = out.lengths.argmax(dim=1)  # (N,)
@@ -96,7 +109,7 @@ def reconstruction_grid(model: CapsNet, images: torch.Tensor, labels: torch.Tens
         bottom.imshow(recon[0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
         wrong = int(predictions[k]) != int(labels[k])
         top.set_title(f"{int(labels[k])} → {int(predictions[k])}", fontsize=10,
-                      color=TRUE_COLOUR if wrong else "black")
+                      color=WRONG_TEXT if wrong else "black")
     for row in range(rows):
         axes[2 * row, 0].text(-4, 14, "input", ha="right", va="center", fontsize=9)
         axes[2 * row + 1, 0].text(-4, 14, "redrawn", ha="right", va="center", fontsize=9)
@@ -169,10 +182,10 @@ def routing_strip(model: CapsNet, image: torch.Tensor, label: int,
     ax_share, ax_len = bottom.subplots(1, 2)
     steps = np.arange(1, max(shown) + 1)
     for k in range(cfg.num_classes):
-        style = ({"color": TRUE_COLOUR, "lw": 2.5, "label": f"class {k} (true label)", "zorder": 3}
-                 if k == label else {"color": OTHER_COLOUR, "lw": 1})
-        ax_share.plot(steps, trace.shares[:, k].cpu().numpy(), "o-", ms=3, **style)
-        ax_len.plot(steps, trace.lengths[:, k].cpu().numpy(), "o-", ms=3, **style)
+        style = ({**CLASS_LINES["true"], "label": f"class {k} (true label)"} if k == label
+                 else CLASS_LINES["other"])
+        ax_share.plot(steps, trace.shares[:, k].cpu().numpy(), ms=4, **style)
+        ax_len.plot(steps, trace.lengths[:, k].cpu().numpy(), ms=4, **style)
     ax_share.axhline(1 / cfg.num_classes, color="black", ls=":", lw=1, label="uniform 1/J")
     ax_share.set(xlabel="routing iterations r", ylabel="share of the votes", xticks=steps,
                  title="vote share per class (grey: other classes)")

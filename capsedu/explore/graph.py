@@ -13,7 +13,8 @@ The votes :math:`\hat{\mathbf u}` feed every :math:`\mathbf s^{(t)}` and every a
 :math:`\hat{\mathbf u}\cdot\mathbf v^{(t)}`: ``2r - 1`` uses, so the backward pass *adds*
 ``2r - 1`` gradient contributions into :math:`\partial\hat{\mathbf u}`. The edges the gradient
 follows with ``detach_inner=True`` (only the last iteration's sum, its couplings held fixed)
-are drawn in red; the extra ones ``detach_inner=False`` follows are drawn dashed in blue.
+are drawn solid in vermillion; the extra ones ``detach_inner=False`` follows are drawn dashed in
+blue; the edge no gradient follows, dotted in grey.
 
 The boxes name their shapes.
 
@@ -30,8 +31,11 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from capsedu._validate import require_int
+from capsedu.explore.palette import BLUE, VERMILLION
 
-DETACHED, FULL, FORWARD_ONLY = "tab:red", "tab:blue", "0.55"
+# Each kind of edge has its colour (palette.py) and its line style
+DETACHED, FULL, FORWARD_ONLY = VERMILLION, BLUE, "0.45"
+EDGE_STYLES = {DETACHED: "-", FULL: "--", FORWARD_ONLY: ":"}
 ROWS = {"b": 3.0, "c": 2.0, "s": 1.0, "v": 0.0}
 VOTES_Y = -1.6
 
@@ -42,10 +46,10 @@ def _box(ax, x: float, y: float, text: str, colour: str = "white") -> None:
 
 
 def _arrow(ax, start: tuple[float, float], end: tuple[float, float], colour: str,
-           dashed: bool = False, bend: float = 0.0) -> None:
+           bend: float = 0.0) -> None:
     ax.annotate("", xy=end, xytext=start, zorder=2,
                 arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 1.8,
-                            "linestyle": "--" if dashed else "-", "shrinkA": 14, "shrinkB": 14,
+                            "linestyle": EDGE_STYLES[colour], "shrinkA": 14, "shrinkB": 14,
                             "connectionstyle": f"arc3,rad={bend}"})
 
 
@@ -56,17 +60,17 @@ def _iteration(ax, t: int, x: float, last: bool) -> None:
     _box(ax, x, ROWS["c"], rf"$c^{{({t})}}$")
     _box(ax, x, ROWS["s"], rf"$\mathbf{{s}}^{{({t})}}$")
     _box(ax, x, ROWS["v"], rf"$\mathbf{{v}}^{{({t})}}$")
-    _arrow(ax, (x, ROWS["b"]), (x, ROWS["c"]), FULL if t > 1 else FORWARD_ONLY, dashed=True)
-    _arrow(ax, (x, ROWS["c"]), (x, ROWS["s"]), FULL, dashed=True)
-    _arrow(ax, (x, ROWS["s"]), (x, ROWS["v"]), inner, dashed=not last)
-    _arrow(ax, (x - 0.45, VOTES_Y + 0.05), (x - 0.05, ROWS["s"]), inner, dashed=not last, bend=-0.25)
+    _arrow(ax, (x, ROWS["b"]), (x, ROWS["c"]), FULL if t > 1 else FORWARD_ONLY)
+    _arrow(ax, (x, ROWS["c"]), (x, ROWS["s"]), FULL)
+    _arrow(ax, (x, ROWS["s"]), (x, ROWS["v"]), inner)
+    _arrow(ax, (x - 0.45, VOTES_Y + 0.05), (x - 0.05, ROWS["s"]), inner, bend=-0.25)
     if not last:  # the agreement feeds the next iteration's logits
         agree = x + 0.5
         _box(ax, agree, 1.6, r"agreement" + "\n" + r"$\hat{\mathbf{u}}\cdot\mathbf{v}^{(" + str(t) + ")}$", colour="0.93")
-        _arrow(ax, (x, ROWS["v"]), (agree, 1.6), FULL, dashed=True)
-        _arrow(ax, (agree, VOTES_Y + 0.05), (agree, 1.6), FULL, dashed=True)
-        _arrow(ax, (agree, 1.6), (x + 1, ROWS["b"]), FULL, dashed=True)
-        _arrow(ax, (x, ROWS["b"]), (x + 1, ROWS["b"]), FULL, dashed=True)
+        _arrow(ax, (x, ROWS["v"]), (agree, 1.6), FULL)
+        _arrow(ax, (agree, VOTES_Y + 0.05), (agree, 1.6), FULL)
+        _arrow(ax, (agree, 1.6), (x + 1, ROWS["b"]), FULL)
+        _arrow(ax, (x, ROWS["b"]), (x + 1, ROWS["b"]), FULL)
 
 
 def routing_graph(routing_iterations: int = 3) -> Figure:
@@ -86,8 +90,8 @@ def routing_graph(routing_iterations: int = 3) -> Figure:
     _arrow(ax, (r, ROWS["v"]), (r + 0.9, ROWS["v"]), DETACHED)
     _arrow(ax, (r + 0.9, ROWS["v"]), (r + 0.9, ROWS["s"] + 0.2), DETACHED)
     ax.plot([], [], color=DETACHED, lw=1.8, label="gradient path with detach_inner=True (and False)")
-    ax.plot([], [], color=FULL, lw=1.8, ls="--", label="extra gradient paths with detach_inner=False")
-    ax.plot([], [], color=FORWARD_ONLY, lw=1.8, ls="--", label=r"forward only ($b^{(1)} = 0$ is a constant)")
+    ax.plot([], [], color=FULL, lw=1.8, ls=EDGE_STYLES[FULL], label="extra gradient paths with detach_inner=False")
+    ax.plot([], [], color=FORWARD_ONLY, lw=1.8, ls=EDGE_STYLES[FORWARD_ONLY], label=r"forward only ($b^{(1)} = 0$ is a constant)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=1, frameon=False, fontsize=9)
     ax.set(xlim=(0.2, r + 1.5), ylim=(VOTES_Y - 0.6, ROWS["b"] + 0.5),
            title=f"Procedure 1 unrolled, r = {r}: the graph backpropagation walks backwards")

@@ -24,6 +24,7 @@ import torch
 from matplotlib.figure import Figure
 
 from capsedu.data.multimnist import MultiMNIST
+from capsedu.explore.figures import WRONG_TEXT
 from capsedu.explore.frames import FrameExplorer, sweep
 from capsedu.explore.render import PngView
 from capsedu.nets.capsnet import CapsNet, require_capsnet
@@ -82,7 +83,7 @@ def pair_figure(model: CapsNet, pairs: MultiMNIST, indices: list[int]) -> Figure
                    + ("(*)\nnot there" if right else "(P)\npredicted, not there"))]
         for ax, (picture, title) in zip(axes[b], panels):
             ax.imshow(picture, cmap="gray", vmin=0, vmax=1)
-            ax.set_title(title, fontsize=8, color="black" if right or ax is not axes[b, 0] else "tab:red")
+            ax.set_title(title, fontsize=8, color="black" if right or ax is not axes[b, 0] else WRONG_TEXT)
             ax.set_xticks([]), ax.set_yticks([])
     figure.suptitle("L: labels, R: the two longest capsules; each reconstruction masks all "
                     "capsules but one", fontsize=9)

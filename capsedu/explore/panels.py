@@ -20,10 +20,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from capsedu.explore.figures import (
+    CLASS_HATCHES,
+    CLASS_LINES,
     COUPLING_CMAP,
     OTHER_COLOUR,
-    PREDICTED_COLOUR,
-    TRUE_COLOUR,
+    class_role,
     coupling_norm,
 )
 from capsedu.explore.probes import RoutingTrace, coupling_map, couplings_on_grid
@@ -49,10 +50,19 @@ def type_tiles(maps: np.ndarray, columns: int) -> np.ndarray:
     return mosaic([list(padded[r * columns:(r + 1) * columns]) for r in range(rows)])
 
 
-def class_colours(num_classes: int, true_label: int, prediction: int) -> list[str]:
-    r"""Red for the true class, orange for a different predicted one, grey for the others."""
-    return [TRUE_COLOUR if k == true_label else PREDICTED_COLOUR if k == prediction else OTHER_COLOUR
-            for k in range(num_classes)]
+def class_roles(num_classes: int, true_label: int, prediction: int) -> list[str]:
+    r"""Each class's role (:func:`~capsedu.explore.figures.class_role`): true, predicted, other."""
+    return [class_role(k, true_label, prediction) for k in range(num_classes)]
+
+
+def paint_bars(bars, heights: list[float], roles: list[str]) -> None:
+    r"""Each bar's height, and its role's colour and hatch (hatched in black, edged in white)."""
+    for bar, height, role in zip(bars, heights, roles):
+        bar.set_height(height)
+        bar.set_facecolor(CLASS_LINES[role]["color"])
+        bar.set_hatch(CLASS_HATCHES[role])
+        bar.set_edgecolor("white")
+        bar.set_hatchcolor("black")
 
 
 class PerturbationFigure:
@@ -85,10 +95,7 @@ class PerturbationFigure:
         self.title_in.set_text(f"input (label {true_label})")
         moved_text = "unperturbed" if moved == 0 else f"{moved} dim(s) moved"
         self.title_out.set_text(f"decoded as class {label}\n{moved_text}")
-        colours = class_colours(len(self.bars), true_label, label)
-        for bar, height, colour in zip(self.bars, lengths.tolist(), colours):
-            bar.set_height(height)
-            bar.set_color(colour)
+        paint_bars(self.bars, lengths.tolist(), class_roles(len(self.bars), true_label, label))
         self.baseline.set_ydata(baseline.cpu().numpy())
 
 
@@ -132,12 +139,11 @@ class RoutingFigure:
         self.ax_shares.set(xticks=classes, xlabel="digit class j",
                            ylabel="share of the votes (weighted by ||u_i||)",
                            title="Where the votes go (dotted: uniform 1/J)")
-        self.lines = [self.ax_lines.plot([], [], "o-", ms=3)[0] for _ in range(self.num_classes)]
+        self.lines = [self.ax_lines.plot([], [], ms=4)[0] for _ in range(self.num_classes)]
         self.ax_lines.set(xlim=(0.7, max_iterations + 0.3), ylim=(0, 1), xticks=range(1, max_iterations + 1),
                           xlabel="routing iterations r", ylabel="capsule length ||v_j||",
                           title="Capsule lengths after 1..r iterations")
-        handles = [Line2D([], [], color=c, lw=w) for c, w in
-                   ((TRUE_COLOUR, 2.5), (PREDICTED_COLOUR, 2.5), (OTHER_COLOUR, 1))]
+        handles = [Line2D([], [], ms=4, **CLASS_LINES[role]) for role in ("true", "predicted", "other")]
         self.ax_lines.legend(handles, ["true label", "predicted, if not the label", "other classes"],
                              fontsize=9, loc="center right")
 
@@ -178,16 +184,12 @@ class RoutingFigure:
         J = self.num_classes
         self.map.set_data((J * coupling_map(trace.couplings, u, prediction, self.num_types)).cpu().numpy())
         self.title_map.set_text(f"$J\\,c$ toward class {prediction}, all types\n(each weighted by ||u_i||)")
-        colours = class_colours(J, true_label, prediction)
-        for bar, height, colour in zip(self.bars, trace.shares[-1].tolist(), colours):
-            bar.set_height(height)
-            bar.set_color(colour)
+        roles = class_roles(J, true_label, prediction)
+        paint_bars(self.bars, trace.shares[-1].tolist(), roles)
         steps = np.arange(1, iterations + 1)
-        for k, (line, colour) in enumerate(zip(self.lines, colours)):
+        for k, (line, role) in enumerate(zip(self.lines, roles)):
             line.set_data(steps, trace.lengths[:, k].cpu().numpy())
-            line.set_color(colour)
-            line.set_linewidth(1 if colour == OTHER_COLOUR else 2.5)
-            line.set_zorder(1 if colour == OTHER_COLOUR else 3)
+            line.set(**CLASS_LINES[role])
         grid = (J * couplings_on_grid(trace.couplings, prediction, self.num_types)).cpu().numpy()
         self.types.set_data(np.ma.masked_invalid(type_tiles(grid, self.columns)))
         self.title_types.set_text(f"$J\\,c$ toward class {prediction}, one {grid.shape[1]}x"

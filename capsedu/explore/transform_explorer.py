@@ -24,15 +24,18 @@ from matplotlib.figure import Figure
 
 from capsedu.data.augment import LIMITS
 from capsedu.data.transforms import transform_images
-from capsedu.explore.figures import TRUE_COLOUR
+from capsedu.explore.figures import TRUE_COLOUR, WRONG_TEXT
 from capsedu.explore.frames import FrameExplorer, sweep
+from capsedu.explore.palette import BLUE, VERMILLION
 from capsedu.explore.widgets import _Explorer
 from capsedu.nets.capsnet import CapsNet, require_capsnet
 from capsedu.nets.cnn import BaselineCNN, require_cnn
 from capsedu.training.modes import eval_mode
 
-CAPSNET_COLOUR, CNN_COLOUR = "C0", "C1"  # matplotlib's first two colours, as in plots
-WRONG_COLOUR = "tab:red"
+# The course's two networks in every comparison: the CapsNet blue and plain (solid, circles),
+# the CNN vermillion and marked (hatched bars; dashed, squares)
+CAPSNET_COLOUR, CNN_COLOUR = BLUE, VERMILLION
+CNN_HATCH = "//"
 
 
 @torch.no_grad()
@@ -63,8 +66,8 @@ class TransformFigure:
         zeros = np.zeros(num_classes)
         self.caps_bars = ax_bars.bar(classes - 0.2, zeros, 0.4, color=CAPSNET_COLOUR,
                                      label="CapsNet: capsule length")
-        self.cnn_bars = ax_bars.bar(classes + 0.2, zeros, 0.4, color=CNN_COLOUR,
-                                    label="CNN: softmax probability")
+        self.cnn_bars = ax_bars.bar(classes + 0.2, zeros, 0.4, color=CNN_COLOUR, hatch=CNN_HATCH,
+                                    edgecolor="white", hatchcolor="black", label="CNN: softmax probability")
         self.marker = ax_bars.axvspan(-0.5, 0.5, color=TRUE_COLOUR, alpha=0.12, lw=0)
         ax_bars.set(xticks=classes, xlim=(-0.6, num_classes - 0.4), ylim=(0, 1.05),
                     xlabel="digit class (shaded: true class)", ylabel="score")
@@ -88,7 +91,7 @@ class TransformFigure:
         verdicts = [f"{name} says {k}" + (" ✓" if k == true_label else " ✗")
                     for name, k in (("CapsNet", caps), ("CNN", cnn))]
         self.title_bars.set_text("   ".join(verdicts))
-        self.title_bars.set_color("black" if caps == cnn == true_label else WRONG_COLOUR)
+        self.title_bars.set_color("black" if caps == cnn == true_label else WRONG_TEXT)
 
 
 def describe(angle: float, dx: float, dy: float) -> str:
@@ -180,7 +183,7 @@ def transform_strip(capsnet: CapsNet, cnn: BaselineCNN, image: torch.Tensor, lab
         caps, net = int(lengths[k].argmax()), int(probabilities[k].argmax())
         axes[0, k].imshow(images[k, 0], cmap="gray", vmin=0, vmax=1)
         axes[0, k].set_title(f"{angle:+.0f}°\nCaps {caps}  CNN {net}", fontsize=8,
-                             color="black" if caps == net == label else WRONG_COLOUR)
+                             color="black" if caps == net == label else WRONG_TEXT)
         axes[1, k].imshow(recon[k], cmap="gray", vmin=0, vmax=1)
         for ax in axes[:, k]:
             ax.set_xticks([]), ax.set_yticks([])
@@ -191,5 +194,5 @@ def transform_strip(capsnet: CapsNet, cnn: BaselineCNN, image: torch.Tensor, lab
     ax.plot(angles, probabilities[:, label], "s--", color=CNN_COLOUR, label=f"CNN: probability of {label}")
     ax.set(xlabel="rotation (degrees, anticlockwise)", ylabel="score of the true class", ylim=(0, 1.05))
     ax.legend(fontsize=8, loc="lower center")
-    rows[0].suptitle(f"A {label} turned (red titles: a network is wrong)", fontsize=10)
+    rows[0].suptitle(f"A {label} turned (dark vermillion titles: a network is wrong)", fontsize=10)
     return figure

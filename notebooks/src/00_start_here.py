@@ -116,7 +116,9 @@ import torchvision.transforms.functional as TF
 
 import capsedu
 from capsedu.course.checks.start import check_choose_threshold, check_moved_spread
+from capsedu.explore.palette import COURSE_STYLE, HATCHES, LINE_STYLES, VERMILLION
 
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 device = capsedu.default_device()
 print(f"Python       {platform.python_version()}")
 print(f"PyTorch      {torch.__version__}")
@@ -164,7 +166,7 @@ plt.show()
 # capsule's vector rotates with it — the pose is **equivariant** — while its length, the
 # presence, stays the same: the detection is **invariant**. When there is no 4, the vector is short.
 
-# %% mystnb={"image": {"alt": "Top row: a handwritten 4 rotated by -40, -20, 0, +20 and +40 degrees, then a 7 with no 4 in it. Below each, the hand-drawn output of an ideal '4' capsule as a red arrow inside a dashed unit circle: for every rotated 4 the arrow keeps length 0.95 and turns with the digit (directions 50, 70, 90, 110, 130 degrees); for the 7 it shrinks to a stub of length 0.08."}}
+# %% mystnb={"image": {"alt": "Top row: a handwritten 4 rotated by -40, -20, 0, +20 and +40 degrees, then a 7 with no 4 in it. Below each, the hand-drawn output of an ideal '4' capsule as a vermillion arrow inside a dashed unit circle: for every rotated 4 the arrow keeps length 0.95 and turns with the digit (directions 50, 70, 90, 110, 130 degrees); for the 7 it shrinks to a stub of length 0.08."}}
 four = train.images[first_of_class[4]]  # (1, 28, 28)
 seven = train.images[first_of_class[7]]  # (1, 28, 28)
 angles = [-40, -20, 0, 20, 40]
@@ -181,7 +183,7 @@ for col, (image, (length, direction), title) in enumerate(zip(images, poses, tit
     ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="0.7", linestyle="--"))
     rad = np.deg2rad(direction)
     ax.annotate("", xy=(length * np.cos(rad), length * np.sin(rad)), xytext=(0, 0),
-                arrowprops={"arrowstyle": "-|>", "color": "C3", "lw": 2.5})
+                arrowprops={"arrowstyle": "-|>", "color": VERMILLION, "lw": 2.5})
     ax.set(xlim=(-1.1, 1.1), ylim=(-1.1, 1.1), aspect="equal", xticks=[], yticks=[])
     ax.set_xlabel(f"length {length:.2f}\ndirection {direction}°", fontsize=9)
 axes[1, 0].set_ylabel("'4' capsule\n(unit circle dashed)", fontsize=9)
@@ -270,7 +272,7 @@ plt.show()
 # along the stroke. (A stroke has no head or tail, so the angle lives in $(-90°, 90°]$ and the
 # segments are drawn without arrowheads.)
 
-# %% mystnb={"image": {"alt": "Left: a real MNIST 4. Right: the same 4, faded, under a 7 by 7 grid of hand-made stroke capsules, one per 4 by 4 patch, each drawn as a red segment whose length is the presence and whose direction is the stroke angle. Segments are long and lie along the ink, vertical on the two uprights and nearly horizontal along the crossbar, while capsules on blank paper shrink to dots."}}
+# %% mystnb={"image": {"alt": "Left: a real MNIST 4. Right: the same 4, faded, under a 7 by 7 grid of hand-made stroke capsules, one per 4 by 4 patch, each drawn as a vermillion segment whose length is the presence and whose direction is the stroke angle. Segments are long and lie along the ink, vertical on the two uprights and nearly horizontal along the crossbar, while capsules on blank paper shrink to dots."}}
 digit = train.images[first_of_class[4], 0]  # (28, 28)
 presence, angle = stroke_capsules(digit)  # (7, 7), (7, 7)
 vectors = as_vectors(presence, angle)  # (7, 7, 2)
@@ -282,7 +284,7 @@ ax_img.set_title("a real MNIST 4 (28×28 pixels)")
 ax_img.axis("off")
 ax_caps.imshow(digit, cmap="gray_r", alpha=0.25)
 cx, cy = torch.meshgrid(centres, centres, indexing="xy")
-ax_caps.quiver(cx, cy, vectors[..., 0], vectors[..., 1], color="C3", angles="uv",
+ax_caps.quiver(cx, cy, vectors[..., 0], vectors[..., 1], color=VERMILLION, angles="uv",
                scale_units="xy", scale=1 / 3.6, pivot="middle", width=0.012,
                headwidth=0, headlength=0, headaxislength=0)  # a stroke has no head: segments, not arrows
 ax_caps.set_title("7×7 hand-made stroke capsules\nsegment length = presence, direction = stroke angle")
@@ -406,7 +408,7 @@ offsets = {name: (20 - row, 20 - col) for name, (row, col) in face_places.items(
 # part sits). We measure their agreement by the **spread**: the mean distance of the predicted
 # centres from their average. That agreement is exactly what dynamic routing (lesson 03) looks for.
 
-# %% mystnb={"image": {"alt": "First: a simple face (two ring eyes, a vertical nose, a horizontal mouth), each part boxed in its colour with a line to the face centre it predicts; all three predictions fall on one point, spread 0.0 px. Second: the same parts scrambled; their predicted centres land far apart, spread 14.4 px. Third: bar chart of max-pooled detector responses for eyes, nose and mouth, all 1.0 in both scenes."}}
+# %% mystnb={"image": {"alt": "First: a simple face (two ring eyes, a vertical nose, a horizontal mouth), each part boxed in its own colour and line style (eyes blue, solid; nose vermillion, dashed; mouth green, dotted) with a line to the face centre it predicts; all three predictions fall on one point, spread 0.0 px. Second: the same parts scrambled; their predicted centres land far apart, spread 14.4 px. Third: bar chart of max-pooled detector responses for eyes, nose and mouth, all 1.0 in both scenes (the scrambled face's bars hatched)."}}
 def summarise(image: torch.Tensor) -> dict[str, dict]:
     """Per part: pooled score, best position (row, col), predicted face centre."""
     summary = {}
@@ -433,17 +435,19 @@ for ax, (name, image) in zip(axes, scenes.items()):
     for k, (part, info) in enumerate(summaries[name].items()):
         h, w = parts[part].shape
         (row, col), (crow, ccol) = info["at"], info["centre"]
-        ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), w, h, fill=False, color=f"C{k}", lw=2))
-        ax.plot([col + w / 2 - 0.5, ccol], [row + h / 2 - 0.5, crow], color=f"C{k}", lw=1)
-        ax.plot(ccol, crow, "x", color=f"C{k}", ms=12, mew=3, label=f"{part} → centre")
+        style = LINE_STYLES[k]  # each part its colour and line style
+        ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), w, h, fill=False, color=f"C{k}", lw=2,
+                                   linestyle=style))
+        ax.plot([col + w / 2 - 0.5, ccol], [row + h / 2 - 0.5, crow], color=f"C{k}", lw=1, linestyle=style)
+        ax.plot(ccol, crow, "x", color=f"C{k}", ms=12, mew=3, linestyle=style, label=f"{part} → centre")
     ax.set_title(f"{name}\nspread of predicted centres: {spread(summaries[name]):.1f} px", fontsize=10)
     ax.set(xticks=[], yticks=[])
 axes[0].legend(loc="lower left", fontsize=8, framealpha=0.9)
 names = list(parts)
 pooled = {scene: [summaries[scene][part]["pooled"] for part in names] for scene in scenes}
 positions = np.arange(len(names))
-for shift, scene in zip((-0.2, 0.2), scenes):
-    axes[2].bar(positions + shift, pooled[scene], width=0.4, label=scene)
+for shift, scene, hatch in zip((-0.2, 0.2), scenes, HATCHES):
+    axes[2].bar(positions + shift, pooled[scene], width=0.4, hatch=hatch, label=scene)
 axes[2].set_xticks(positions, names)
 axes[2].set(ylim=(0, 1.25), ylabel="max-pooled detector response",
             title="what max-pooling keeps:\nthe same for both scenes")
@@ -545,7 +549,7 @@ else:
 # (still faces), and scrambled faces with the three parts at random places. Each scene's spread is
 # measured; the histogram shows both groups.
 
-# %% mystnb={"image": {"alt": "Histogram of the spread of the predicted face centres, in pixels, for two groups of scenes. Faces with one part moved by up to 2 px pile up near zero, while scrambled faces are scattered thinly over much larger spreads. An empty gap separates the two groups; the exercise asks where in that gap to put the threshold between face and not-face."}}
+# %% mystnb={"image": {"alt": "Histogram of the spread of the predicted face centres, in pixels, for two groups of scenes. Faces with one part moved by up to 2 px pile up near zero, while scrambled faces (hatched bars) are scattered thinly over much larger spreads. An empty gap separates the two groups; the exercise asks where in that gap to put the threshold between face and not-face."}}
 generator = torch.Generator().manual_seed(0)
 
 
@@ -571,7 +575,7 @@ scrambled_spreads = [random_scene(scrambled=True) for _ in range(examples)]
 fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
 bins = np.linspace(0, max(scrambled_spreads) + 1, 40)
 ax.hist(face_spreads, bins=bins, alpha=0.7, label=f"{examples} faces, one part off by up to 2 px")
-ax.hist(scrambled_spreads, bins=bins, alpha=0.7, label=f"{examples} scrambled faces")
+ax.hist(scrambled_spreads, bins=bins, alpha=0.7, hatch=HATCHES[1], label=f"{examples} scrambled faces")
 ax.set(xlabel="spread of the predicted centres (px)", ylabel="scenes")
 ax.legend()
 plt.show()

@@ -49,7 +49,9 @@ import torch
 import capsedu
 from capsedu.course.checks import yours_or_reference
 from capsedu.course.checks.squash import check_input_length_for, check_squash, check_votes_needed
+from capsedu.explore.palette import COURSE_STYLE, VERMILLION
 
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 generator = capsedu.set_seed(0)  # seeds Python, NumPy and PyTorch
 
 # %% [markdown]
@@ -244,7 +246,7 @@ for bad in (torch.tensor(3.0), torch.ones(2, 3, dtype=torch.long)):
 # zero even faster), at $n = 1$ it is exactly $0.5$, and it approaches $1$ without reaching it.
 # The plot measures it from `squash` itself, on vectors of 8 numbers.
 
-# %% mystnb={"image": {"alt": "Two plots of squash's output length against input length, measured on 8-number vectors. Left, linear axes from 0 to 6: the curve starts flat, rises steeply, passes 0.5 at input length 1 (marked) and flattens just below the line at 1. Right, log-log axes from 0.001 to 1000: short inputs follow the dotted n squared line exactly, then the curve bends near 1 and levels off at 1."}}
+# %% mystnb={"image": {"alt": "Two plots of squash's output length against input length, measured on 8-number vectors. Left, linear axes from 0 to 6: the curve starts flat, rises steeply, passes 0.5 at input length 1 (marked) and flattens just below the dash-dotted line at 1. Right, log-log axes from 0.001 to 1000: short inputs follow the dotted n squared line exactly, then the curve bends near 1 and levels off at 1."}}
 input_lengths = torch.linspace(0, 6, 241)
 directions = torch.nn.functional.normalize(torch.randn(241, 8), dim=-1)  # random unit vectors
 output_lengths = squash(directions * input_lengths[:, None]).norm(dim=-1)
@@ -254,15 +256,15 @@ small_out = squash(directions[:121] * small[:, None]).norm(dim=-1)
 fig, (ax_lin, ax_log) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
 ax_lin.plot(input_lengths, output_lengths, lw=2.5, label="measured ||squash(s)||")
 ax_lin.plot(input_lengths, input_lengths, "--", color="0.6", label="identity")
-ax_lin.axhline(1, color="k", lw=0.8)
-ax_lin.plot(1.0, 0.5, "o", color="C3")
+ax_lin.axhline(1, color="k", lw=0.8, ls="-.")
+ax_lin.plot(1.0, 0.5, "o", color=VERMILLION)
 ax_lin.annotate("  n = 1 → 0.5", (1.0, 0.5), va="top", fontsize=10)
 ax_lin.set(xlim=(0, 6), ylim=(0, 1.15), xlabel="input length ||s||", ylabel="output length ||v||",
            title="squash maps every length into [0, 1)")
 ax_lin.legend(loc="lower right")
 ax_log.loglog(small, small_out, lw=2.5, label="measured ||squash(s)||")
 ax_log.loglog(small, small ** 2, ":", color="C2", label="n² (short vectors)")
-ax_log.axhline(1, color="k", lw=0.8, label="1 (long vectors)")
+ax_log.axhline(1, color="k", lw=0.8, ls="-.", label="1 (long vectors)")
 ax_log.set(ylim=(1e-7, 3), xlabel="input length ||s|| (log scale)", ylabel="output length (log scale)",
            title="short vectors shrink like n²")
 ax_log.legend(loc="lower right")
@@ -272,10 +274,10 @@ plt.show()
 # ### What squash does to directions
 #
 # Squash multiplies each vector by one positive number, so it can only shorten or lengthen it —
-# never turn it. Below, 2-D capsule inputs $\mathbf s$ (grey) and their squashed outputs $\mathbf v$
-# (red): every red arrow lies on its grey arrow, inside the unit circle.
+# never turn it. Below, 2-D capsule inputs $\mathbf s$ (thick, grey) and their squashed outputs
+# $\mathbf v$ (thin, vermillion): every vermillion arrow lies on its grey arrow, inside the unit circle.
 
-# %% mystnb={"image": {"alt": "Eight 2-D capsule inputs s, drawn as thick grey arrows from the origin in eight directions with lengths from 0.3 to 2.2, and their squashed outputs as thin red arrows, with a dashed unit circle. Every red arrow lies on its grey arrow, pointing the same way, and ends inside the circle: inputs reaching beyond the circle are pulled back inside it, and short inputs become very short."}}
+# %% mystnb={"image": {"alt": "Eight 2-D capsule inputs s, drawn as thick grey arrows from the origin in eight directions with lengths from 0.3 to 2.2, and their squashed outputs as thin vermillion arrows, with a dashed unit circle. Every vermillion arrow lies on its grey arrow, pointing the same way, and ends inside the circle: inputs reaching beyond the circle are pulled back inside it, and short inputs become very short."}}
 angles_2d = torch.linspace(0, 2 * np.pi, 9)[:-1] + 0.3
 lengths_2d = torch.tensor([0.3, 0.6, 1.0, 1.4, 1.8, 0.45, 2.2, 0.8])
 s2 = lengths_2d[:, None] * torch.stack([torch.cos(angles_2d), torch.sin(angles_2d)], dim=-1)  # (8, 2)
@@ -285,9 +287,9 @@ fig, ax = plt.subplots(figsize=(5.2, 5.2), layout="constrained")
 ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="0.5", linestyle="--"))
 for (sx, sy), (vx, vy) in zip(s2.tolist(), v2.tolist()):
     ax.annotate("", xy=(sx, sy), xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": "0.7", "lw": 4})
-    ax.annotate("", xy=(vx, vy), xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": "C3", "lw": 2})
+    ax.annotate("", xy=(vx, vy), xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": VERMILLION, "lw": 2})
 ax.plot([], [], color="0.7", lw=4, label="input s")
-ax.plot([], [], color="C3", lw=2, label="squash(s)")
+ax.plot([], [], color=VERMILLION, lw=2, label="squash(s)")
 ax.plot([], [], color="0.5", ls="--", label="unit circle")
 ax.set(xlim=(-2.4, 2.4), ylim=(-2.4, 2.4), aspect="equal", xlabel="capsule dimension 1",
        ylabel="capsule dimension 2", title="squash keeps directions, shrinks lengths below 1")
@@ -316,7 +318,7 @@ peak = float(n.detach()[slope.argmax()])
 fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
 ax.plot(n.detach(), slope, lw=2.5, label="autograd: d||v|| / d||s||")
 ax.plot(n.detach(), 2 * n.detach() / (1 + n.detach() ** 2) ** 2, "--", color="k", lw=1, label="2n / (1+n²)²")
-ax.axvline(peak, color="C3", lw=1, ls=":")
+ax.axvline(peak, color=VERMILLION, lw=1, ls=":")
 ax.annotate(f"steepest at n ≈ {peak:.2f} (1/√3)", (peak, float(slope.max())), xytext=(1.3, 0.55),
             arrowprops={"arrowstyle": "->"})
 ax.set(xlabel="input length ||s||", ylabel="slope of the output length",

@@ -59,8 +59,10 @@ from capsedu.course.checks.primary import (
     reference_length_and_turn,
     reference_to_capsules,
 )
+from capsedu.explore.palette import COURSE_STYLE, HATCHES, TEXT_VERMILLION, VERMILLION
 from capsedu.explore.probes import length_maps
 
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 generator = capsedu.set_seed(0)  # seeds Python, NumPy and PyTorch
 train = capsedu.load_mnist("train")
 picked = [int((train.labels == k).nonzero()[0]) for k in (0, 3, 4, 7)]  # the first 0, 3, 4 and 7
@@ -209,10 +211,10 @@ for ax, capsules, title in [(axes[0], right, "view(B,T,D,H,W) → permute → re
                             (axes[1], wrong, "shortcut view(B, -1, D)\n"
                                              "capsule = neighbouring pixels of one channel")]:
     owners = owner_map(capsules)
-    ax.imshow(owners, cmap="tab10", vmin=0, vmax=9, aspect="auto")
-    for (row, col), owner in np.ndenumerate(owners):
-        ax.text(col, row, f"capsule {owner}", ha="center", va="center", fontsize=9, color="white",
-                fontweight="bold")
+    ax.imshow(owners, cmap="viridis", vmin=0, vmax=7, aspect="auto")
+    for (row, col), owner in np.ndenumerate(owners):  # white on viridis' dark end, black on its light end
+        ax.text(col, row, f"capsule {owner}", ha="center", va="center", fontsize=9,
+                color="white" if owner < 4 else "black", fontweight="bold")
     ax.set_xticks(range(4), [f"(y={p // 2}, x={p % 2})" for p in range(4)], fontsize=8)
     ax.set_yticks(range(6), [f"ch {c}: type {c // 3}, dim {c % 3}" for c in range(6)], fontsize=8)
     ax.set(xlabel="grid position", title=title)
@@ -302,8 +304,8 @@ for name, config in [("paper", capsedu.CapsNetConfig.paper()), ("cpu", capsedu.C
 #
 # Each primary capsule at grid position (y, x) sees a 17×17-pixel window of the image (9 pixels of
 # conv1, widened by the 9×9, stride-2 primary convolution), centred on pixel (2y + 8, 2x + 8). So
-# the 36 positions are only 2 pixels apart and cover the central 12×12 pixels (green), while their
-# windows overlap heavily (dashed blue: the window of position (2, 3), centred on the blue dot).
+# the 36 positions are only 2 pixels apart and cover the central 12×12 pixels (solid green), while
+# their windows overlap heavily (dashed blue: the window of position (2, 3), centred on the blue dot).
 # Below, the **longest** capsule at each position (over the 32 types), drawn over the digit and as
 # a plain 6×6 map.
 #
@@ -312,7 +314,7 @@ for name, config in [("paper", capsedu.CapsNetConfig.paper()), ("cpu", capsedu.C
 # trained capsules. Even so, the maps differ from digit to digit, mostly following how much ink
 # each window holds.
 
-# %% mystnb={"image": {"alt": "Top row: a 0, 3, 4 and 7, each overlaid with a colour map of the longest primary capsule at each of the 6 by 6 grid positions of an untrained network; a green square marks the central 12 by 12 pixels the grid covers, a dashed square the 17 by 17 pixel window of one position. Bottom row: the same maps alone on a shared colour scale; the patterns differ from digit to digit, the 4's being shortest overall."}}
+# %% mystnb={"image": {"alt": "Top row: a 0, 3, 4 and 7, each overlaid with a colour map of the longest primary capsule at each of the 6 by 6 grid positions of an untrained network; a solid green square marks the central 12 by 12 pixels the grid covers, a dashed blue square the 17 by 17 pixel window of one position. Bottom row: the same maps alone on a shared colour scale; the patterns differ from digit to digit, the 4's being shortest overall."}}
 with torch.no_grad():
     lengths = length_maps(u, num_types)  # (B, T, H, W): type-major, as built
     blank_caps = to_capsules(primary_conv(torch.relu(conv1(torch.zeros(1, 1, 28, 28)))), num_types, caps_dim)
@@ -331,7 +333,7 @@ for col in range(4):
     top.add_patch(plt.Rectangle((2 * window_x - 0.5, 2 * window_y - 0.5), 17, 17, fill=False,
                                 ls="--", color="C0", lw=1.5))
     top.plot(2 * window_x + 8, 2 * window_y + 8, "o", color="C0", ms=4)
-    top.set_title(f"label {int(labels[col])}: the 6×6 grid (green),\nwindow of (2, 3) dashed",
+    top.set_title(f"label {int(labels[col])}\n6×6 grid: green, solid\nwindow of (2, 3): blue, dashed",
                   fontsize=9)
     top.set(xticks=[], yticks=[], xlim=(-0.5, 27.5), ylim=(27.5, -0.5))
     image = bottom.imshow(longest[col], cmap="viridis", vmin=0, vmax=vmax)
@@ -457,7 +459,7 @@ for name, reference_u in (("a blank image", blank_u), ("another digit", other_u)
 # the length *before* squash, on a log scale. Below are the same four digits, one row per digit
 # and one 6×6 map per capsule type, and in the last row a blank image.
 
-# %% mystnb={"image": {"alt": "First: one row per digit (0, 3, 4, 7) and one for a blank image, each with eight 6 by 6 maps, one per capsule type, of the trained network's ||s|| before squash, on a log colour scale; the digits' maps vary by type and place, the blank's are flat and darker. Second: log-axis histogram: the blank image's capsules lie between 3.45 and 11.16, the digits' higher (median 32.73), all beyond ||s|| = 3, where squash gives 0.9."}}
+# %% mystnb={"image": {"alt": "First: one row per digit (0, 3, 4, 7) and one for a blank image, each with eight 6 by 6 maps, one per capsule type, of the trained network's ||s|| before squash, on a log colour scale; the digits' maps vary by type and place, the blank's are flat and darker. Second: log-axis histogram: the blank image's capsules (hatched) lie between 3.45 and 11.16, the digits' higher (median 32.73), all beyond ||s|| = 3, where squash gives 0.9."}}
 types = trained.config.primary_types
 
 
@@ -490,8 +492,8 @@ for row, (row_axes, image, maps) in enumerate(zip(axes, rows, norm_maps)):
     for ax in row_axes:
         ax.set(xticks=[], yticks=[])
 bar = fig.colorbar(shown, ax=axes, shrink=0.7, label="‖s‖ before squash (log scale)")
-bar.ax.axhline(blank_floor, color="C3", lw=2)
-bar.ax.text(-0.15, blank_floor, f"blank image's\nshortest {blank_floor:.2f}", color="C3",
+bar.ax.axhline(blank_floor, color=VERMILLION, lw=2)
+bar.ax.text(-0.15, blank_floor, f"blank image's\nshortest {blank_floor:.2f}", color=TEXT_VERMILLION,
             transform=bar.ax.get_yaxis_transform(), ha="right", va="center", fontsize=8)
 fig.suptitle("Primary capsules of the TRAINED network before squash: ‖s‖ per type on the 6×6 grid")
 plt.show()
@@ -499,8 +501,8 @@ plt.show()
 fig, ax = plt.subplots(figsize=(8, 3.2), layout="constrained")
 bins = np.geomspace(1.0, top * 1.1, 50)
 ax.hist(digit_norms.flatten(), bins=bins, alpha=0.7, label=f"the {len(x)} digits' capsules")
-ax.hist(blank_norms.flatten(), bins=bins, alpha=0.7, label="the blank image's capsules")
-ax.axvline(blank_floor, color="C3", lw=2, label=f"blank image's shortest ‖s‖ = {blank_floor:.2f}")
+ax.hist(blank_norms.flatten(), bins=bins, alpha=0.7, hatch=HATCHES[1], label="the blank image's capsules")
+ax.axvline(blank_floor, color=VERMILLION, lw=2, label=f"blank image's shortest ‖s‖ = {blank_floor:.2f}")
 ax.axvline(3.0, color="k", ls=":", label="‖s‖ = 3: squashed length 0.9")
 ax.set(xscale="log", xlabel="‖s‖ before squash (log scale)", ylabel="capsules",
        title="with no ink at all, every primary capsule is already long")

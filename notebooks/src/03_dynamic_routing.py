@@ -69,10 +69,12 @@ from capsedu.course.checks.routing_exercises import (
     logit_changes_reference,
 )
 from capsedu.explore.figures import routing_strip
+from capsedu.explore.palette import COURSE_STYLE, HATCHES, VERMILLION
 from capsedu.explore.probes import vote_shares
 from capsedu.explore.widgets import routing_explorer
 from capsedu.zoo.shipped import study
 
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 generator = capsedu.set_seed(0)
 
 # %% [markdown]
@@ -489,9 +491,10 @@ for r in (1, 3, 7):
 # - bottom left: every capsule's length after 1, 2, …, r iterations;
 # - bottom right: $J\,c_{ij}$ of each capsule type on its own 6×6 grid.
 #
-# The true class is red, a different prediction orange, other classes grey; the colour scale is
-# fixed for the image, so that moving the slider shows change. Type another test index to route
-# another digit.
+# The true class is vermillion (thick solid lines, bars hatched //), a different prediction blue
+# (thick dashed lines, dotted bars), other classes thin and grey; the colour scale is fixed for
+# the image, so that moving the slider shows change. Type another test index to route another
+# digit.
 
 # %% tags=["remove-output"]
 explorer = routing_explorer(model, test_data, index=index)
@@ -629,10 +632,10 @@ def draw_axis_comparison() -> plt.Figure:
     """Capsule lengths for this digit with the softmax over J (right) and over I (wrong), r = 3."""
     fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
     width, classes = 0.4, torch.arange(config.num_classes)
-    for offset, axis, name in ((-width / 2, "right", "softmax over J (dim=2, right)"),
-                               (width / 2, "wrong", "softmax over I (dim=1, wrong)")):
+    for offset, axis, name, hatch in ((-width / 2, "right", "softmax over J (dim=2, right)", HATCHES[0]),
+                                      (width / 2, "wrong", "softmax over I (dim=1, wrong)", HATCHES[1])):
         v_lengths = lengths[axis, 3][1]  # (J,)
-        ax.bar(classes + offset, v_lengths, width, label=f"{name}: longest {v_lengths.max():.2g}")
+        ax.bar(classes + offset, v_lengths, width, hatch=hatch, label=f"{name}: longest {v_lengths.max():.2g}")
     ax.set(xticks=classes.tolist(), xlabel="digit class j", ylabel=r"$\|\mathbf{v}_j\|$ (log scale)",
            yscale="log", ylim=(1e-6, 1.5), title=f"Test digit {label}, r = 3")
     fig.legend(loc="outside lower center", ncols=2)
@@ -722,7 +725,7 @@ ax_change.plot(range(2, most_iterations), drift, "s--", label="mean change of $\
 ax_change.set(xlabel="update after iteration k", ylabel="mean absolute change (log scale)", yscale="log",
               title=f"{len(many_u_hat)} test digits")
 ax_change.legend(fontsize="small")
-ax_length.plot(range(1, most_iterations + 1), longest, "o-", color="tab:red")
+ax_length.plot(range(1, most_iterations + 1), longest, "o-", color=VERMILLION)
 ax_length.set(xlabel="iterations k", ylabel=r"mean longest $\|\mathbf{v}_j\|$", ylim=(0, 1.05),
               title="The winning capsule")
 for ax in (ax_change, ax_length):

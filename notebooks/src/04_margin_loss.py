@@ -57,7 +57,9 @@ from capsedu.course.checks.margin import (
     check_pull,
     reference_pull,
 )
+from capsedu.explore.palette import BLUISH_GREEN, COURSE_STYLE, HATCHES, LINE_STYLES, VERMILLION
 
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 generator = capsedu.set_seed(0)
 
 # %% [markdown]
@@ -141,18 +143,18 @@ print("the margin loss in use equals capsedu.margin_loss for class indices and o
 # One capsule, its length swept from 0 to 1, once as the capsule of a present class and once
 # as an absent one:
 
-# %% mystnb={"image": {"alt": "Margin loss L_k of one class against its capsule length from 0 to 1, with dotted lines at m- = 0.1 and m+ = 0.9. The present-class curve (green) falls as a parabola from 0.81 at length 0 to zero at 0.9 and stays zero; the absent-class curve (red) is zero up to 0.1, then rises as a parabola half as high, to about 0.4 at length 1. Nothing rewards a length of 1."}}
+# %% mystnb={"image": {"alt": "Margin loss L_k of one class against its capsule length from 0 to 1, with grey dotted lines at m- = 0.1 and m+ = 0.9. The present-class curve (green, up-triangles) falls as a parabola from 0.81 at length 0 to zero at 0.9 and stays zero; the absent-class curve (vermillion, down-triangles) is zero up to 0.1, then rises as a parabola half as high, to about 0.4 at length 1. Nothing rewards a length of 1."}}
 def draw_loss_curves() -> plt.Figure:
     """L_k against the length, for a present and an absent class."""
     length = torch.linspace(0, 1, 201)[:, None]  # (N, 1): N one-class "images"
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    for present, name, color in ((1.0, "present class (T_k = 1)", "tab:green"),
-                                 (0.0, "absent class (T_k = 0)", "tab:red")):
+    for present, name, color, marker in ((1.0, "present class (T_k = 1)", BLUISH_GREEN, "^"),
+                                         (0.0, "absent class (T_k = 0)", VERMILLION, "v")):
         target = torch.full((1, 1), present)  # (B=1, J=1)
         values = [float(capsedu.margin_loss(point[None], target)) for point in length]
-        ax.plot(length[:, 0], values, color=color, lw=2, label=name)
-    ax.axvline(M_POS, color="tab:green", ls=":", label="m+ = 0.9")
-    ax.axvline(M_NEG, color="tab:red", ls=":", label="m- = 0.1")
+        ax.plot(length[:, 0], values, color=color, lw=2, marker=marker, markevery=20, label=name)
+    ax.axvline(M_POS, color="0.4", ls=":", label="m+ = 0.9")
+    ax.axvline(M_NEG, color="0.4", ls=":", label="m- = 0.1")
     ax.set(xlabel=r"capsule length $\|\mathbf{v}_k\|$", ylabel="$L_k$",
            title="Margin loss of one class (Eq. 4)")
     ax.grid(alpha=0.3)
@@ -254,17 +256,18 @@ binary_ce = torch.nn.functional.binary_cross_entropy_with_logits(confident, pair
                                                                   reduction="sum")
 print(f"independent sigmoids, binary cross-entropy with logits of ±12: {float(binary_ce):.5f}")
 
-# %% mystnb={"image": {"alt": "Left: a 3 and a 5 overlaid in one image. Right: bar chart of ten capsule lengths that give zero margin loss for this two-digit target: classes 3 and 5 (green) at 0.95, above the dotted m+ = 0.9 line, and the eight absent classes (grey) at 0.05, below m- = 0.1. Both present capsules can be long at once."}}
+# %% mystnb={"image": {"alt": "Left: a 3 and a 5 overlaid in one image. Right: bar chart of ten capsule lengths that give zero margin loss for this two-digit target: classes 3 and 5 (green, hatched) at 0.95, above the dotted m+ = 0.9 line, and the eight absent classes (grey, plain) at 0.05, below m- = 0.1. Both present capsules can be long at once."}}
 fig, (ax_img, ax_len) = plt.subplots(1, 2, figsize=(9, 3.4),
                                      gridspec_kw={"width_ratios": [1, 2]})
 ax_img.imshow(overlay[0], cmap="gray_r")
 ax_img.set(title="A 3 and a 5, overlaid")
 ax_img.set_axis_off()
-ax_len.bar(range(10), ideal[0], color=["tab:green" if t else "tab:gray" for t in pair_targets[0]])
-ax_len.axhline(M_POS, color="tab:green", ls=":", label="m+ = 0.9")
-ax_len.axhline(M_NEG, color="tab:red", ls=":", label="m- = 0.1")
+ax_len.bar(range(10), ideal[0], color=[BLUISH_GREEN if t else "0.6" for t in pair_targets[0]],
+           hatch=[HATCHES[1] if t else HATCHES[0] for t in pair_targets[0]])
+ax_len.axhline(M_POS, color="0.4", ls=":", label="m+ = 0.9")
+ax_len.axhline(M_NEG, color="0.4", ls=":", label="m- = 0.1")
 ax_len.set(xticks=range(10), xlabel="digit class k", ylabel=r"$\|\mathbf{v}_k\|$", ylim=(0, 1),
-           title="Capsule lengths with zero margin loss (green: T_k = 1)")
+           title="Capsule lengths with zero margin loss (green, hatched: T_k = 1)")
 ax_len.legend(loc="upper left")
 fig.tight_layout()
 
@@ -279,17 +282,17 @@ fig.tight_layout()
 # one). The larger $\lambda$, the lower that minimum: the absent classes pull harder towards
 # zero. Whether a real training ever sits in this undecided state is measured after Exercise 3.
 
-# %% mystnb={"image": {"alt": "Loss of one image against a common length shared by all 10 capsules, for lambda = 1.0, 0.5 and 0.25. The three curves start together at 0.81 and each dips to a marked minimum before rising steeply; the minimum lies further left the larger lambda is: the larger lambda, the shorter the length an undecided network is pulled towards."}}
+# %% mystnb={"image": {"alt": "Loss of one image against a common length shared by all 10 capsules, for lambda = 1.0, 0.5 and 0.25 (solid, dashed, dotted). The three curves start together at 0.81 and each dips to a marked minimum before rising steeply; the minimum lies further left the larger lambda is: the larger lambda, the shorter the length an undecided network is pulled towards."}}
 def draw_common_length(lams: tuple[float, ...] = (1.0, 0.5, 0.25)) -> plt.Figure:
     """Loss of one image when all 10 capsules share one length, for several lambdas."""
     common = torch.linspace(0, 1, 201)  # (N,)
     target = torch.nn.functional.one_hot(torch.tensor([3]), 10).float()  # (1, J)
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    for lam in lams:
+    for lam, style in zip(lams, LINE_STYLES):
         loss = torch.stack([capsedu.margin_loss(torch.full((1, 10), float(x)), target, lam=lam)
                             for x in common])  # (N,)
         best = common[loss.argmin()]
-        line, = ax.plot(common, loss, lw=2, label=f"lambda = {lam}: minimum at {best:.2f}")
+        line, = ax.plot(common, loss, style, lw=2, label=f"lambda = {lam}: minimum at {best:.2f}")
         ax.plot(best, loss.min(), "o", color=line.get_color())
     ax.set(xlabel=r"common length $\ell$ of all 10 capsules", ylabel="loss of the image",
            title="Where an undecided network is pulled", ylim=(0, 1.5))
@@ -420,17 +423,18 @@ _ = check_pull(my_pull)  # prints ✅ or a hint
 # %% tags=["nbval-check-output"]
 pull = yours_or_reference(check_pull, my_pull, reference_pull, name="my_pull")
 
-# %% mystnb={"image": {"alt": "Pull on a capsule's length (minus the loss's slope; positive means longer) against length 0 to 1. Eq. 4, solid: a present capsule is pulled with 1.8 at length 0, falling linearly to 0 at m+ = 0.9; an absent one is pushed shorter from 0.1 on, reaching -0.9 at length 1. The unsquared hinge, dashed: constant pulls of 1.0 (present, below 0.9) and -0.5 (absent, above 0.1) that stop abruptly at the margin."}}
+# %% mystnb={"image": {"alt": "Pull on a capsule's length (minus the loss's slope; positive means longer) against length 0 to 1. Eq. 4, solid: a present capsule (green, up-triangles) is pulled with 1.8 at length 0, falling linearly to 0 at m+ = 0.9; an absent one (vermillion, down-triangles) is pushed shorter from 0.1 on, reaching -0.9 at length 1. The unsquared hinge, dashed: constant pulls of 1.0 (present, below 0.9) and -0.5 (absent, above 0.1) that stop abruptly at the margin."}}
 def draw_pulls() -> plt.Figure:
     """The pull of Eq. 4 and of the unsquared hinge, for a present and an absent class."""
     length = torch.linspace(0, 1, 401)  # (N,)
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    for present, color in ((True, "tab:green"), (False, "tab:red")):
+    for present, color, marker in ((True, BLUISH_GREEN, "^"), (False, VERMILLION, "v")):  # pulled up, pushed down
         for squared, style in ((True, "-"), (False, "--")):
             name = f"{'present' if present else 'absent'}, {'Eq. 4' if squared else 'unsquared (peer A)'}"
-            ax.plot(length, pull(length, present, 0.5, squared), style, color=color, lw=2, label=name)
-    ax.axvline(M_POS, color="tab:green", ls=":")
-    ax.axvline(M_NEG, color="tab:red", ls=":")
+            ax.plot(length, pull(length, present, 0.5, squared), style, color=color, lw=2, marker=marker,
+                    markevery=40, label=name)
+    ax.axvline(M_POS, color="0.4", ls=":")
+    ax.axvline(M_NEG, color="0.4", ls=":")
     ax.axhline(0, color="k", lw=0.8)
     ax.set(xlabel=r"capsule length $\|\mathbf{v}_k\|$", ylabel=r"pull $-\partial L_k/\partial\|\mathbf{v}_k\|$",
            title="How hard training pulls a capsule's length (> 0: longer)")

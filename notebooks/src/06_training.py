@@ -68,9 +68,11 @@ import capsedu
 from capsedu.course.checks import yours_or_reference
 from capsedu.course.checks.training import check_margin_violations, check_train_step, check_uniform_lengths
 from capsedu.explore.figures import reconstruction_grid
+from capsedu.explore.palette import COURSE_STYLE, VERMILLION
 from capsedu.training.step import train_step as capsedu_train_step
 from capsedu.zoo.shipped import record_summary, study
 
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 generator = capsedu.set_seed(0)
 
 # %% [markdown]
@@ -105,7 +107,7 @@ test_loader = DataLoader(test_part, batch_size=250)
 # zero padding (`capsedu.random_shift`). Every epoch sees slightly different images, which
 # reduces over-fitting - important when the network learns from only 4,500 images, as here.
 
-# %% mystnb={"image": {"alt": "Six copies of one training digit, a 5, each with thin red lines crossing at the canvas centre. The first is the original; the other five are moved by random_shift by at most 2 pixels each way (dx -2 dy -2, dx -2 dy +1, dx -1 dy -2, dx -2 dy -1, and one not moved), so the digit slides against the fixed red cross while its shape stays the same."}}
+# %% mystnb={"image": {"alt": "Six copies of one training digit, a 5, each with thin vermillion lines crossing at the canvas centre. The first is the original; the other five are moved by random_shift by at most 2 pixels each way (dx -2 dy -2, dx -2 dy +1, dx -1 dy -2, dx -2 dy -1, and one not moved), so the digit slides against the fixed vermillion cross while its shape stays the same."}}
 sample = train_full.images[:1].repeat(5, 1, 1, 1)  # (5, 1, 28, 28): one digit, five times
 shifted, offsets = capsedu.random_shift(sample, max_shift=2, generator=generator,
                                         return_offsets=True)  # (5, 1, 28, 28), (5, 2)
@@ -113,12 +115,12 @@ fig, axes = plt.subplots(1, 6, figsize=(11, 2.6), layout="constrained")
 titles = ["original"] + [f"dx = {int(dx):+d}, dy = {int(dy):+d}" for dx, dy in offsets]
 for ax, image, title in zip(axes, torch.cat([sample[:1], shifted]), titles):
     ax.imshow(image[0], cmap="gray", vmin=0, vmax=1)
-    ax.axvline(13.5, color="tab:red", lw=0.8)  # the centre of the canvas: the digit moves, not it
-    ax.axhline(13.5, color="tab:red", lw=0.8)
+    ax.axvline(13.5, color=VERMILLION, lw=0.8)  # the centre of the canvas: the digit moves, not it
+    ax.axhline(13.5, color=VERMILLION, lw=0.8)
     ax.set_title(title, fontsize=10)
     ax.set_xticks([])
     ax.set_yticks([])
-fig.suptitle("random_shift: the same digit moved by up to 2 pixels (red: the canvas centre; "
+fig.suptitle("random_shift: the same digit moved by up to 2 pixels (vermillion lines: the canvas centre; "
              "dx > 0 right, dy > 0 down)")
 plt.show()
 
@@ -239,7 +241,7 @@ print(f"trained in {train_minutes:.1f} min; last epoch: train accuracy "
 # has only 500 images, so each of its points is uncertain: the shaded band is ± 2 standard
 # errors. Two epochs whose validation errors lie within each other's bands cannot be told apart.
 
-# %% mystnb={"image": {"alt": "Two line charts over 12 epochs, training as blue circles, validation as orange squares. Left, total loss: both fall steeply, training from 0.34 and validation from 0.15, and flatten near 0.05, validation below training. Right, error in per cent on a log axis with a shaded band of plus or minus 2 standard errors around validation: both errors fall to a few per cent, and in the last epochs training runs inside the wide band."}}
+# %% mystnb={"image": {"alt": "Two line charts over 12 epochs, training as blue circles on solid lines, validation as vermillion squares on dashed lines. Left, total loss: both fall steeply, training from 0.34 and validation from 0.15, and flatten near 0.05, validation below training. Right, error in per cent on a log axis with a shaded band of plus or minus 2 standard errors around validation: both errors fall to a few per cent, and in the last epochs training runs inside the wide band."}}
 def plot_history(history: dict[str, list], n_val: int) -> plt.Figure:
     """Loss per epoch, and error per epoch on a log axis with the validation's ± 2 SE band."""
     fig, (ax_loss, ax_err) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -250,7 +252,7 @@ def plot_history(history: dict[str, list], n_val: int) -> plt.Figure:
     val_error = torch.tensor([1 - a for a in history["val_accuracy"]])  # (epochs,) fractions
     band = 2 * torch.sqrt(val_error * (1 - val_error) / n_val)  # (epochs,) 2 standard errors
     ax_err.fill_between(history["epoch"], 100 * (val_error - band).clamp(min=1e-3), 100 * (val_error + band),
-                        color="tab:orange", alpha=0.2, label=f"validation ± 2 SE ({n_val} images)")
+                        color="C1", alpha=0.2, label=f"validation ± 2 SE ({n_val} images)")
     ax_loss.set(title="Total loss (margin + 0.0005 × reconstruction)", xlabel="epoch", ylabel="loss")
     ax_err.set(title="Error (log axis)", xlabel="epoch", ylabel="error (%)", yscale="log")
     ax_err.set_yticks([0.5, 1, 2, 5, 10, 20, 50])
@@ -302,9 +304,9 @@ assert test_metrics["accuracy"] > capsedu.choose(learner=0.9, fast=0.5), "traini
 # ### Reconstructions
 #
 # The decoder redraws each test digit from its longest capsule. Above each pair: the true label and
-# the prediction; red marks a wrong prediction.
+# the prediction; dark vermillion marks a wrong prediction.
 
-# %% mystnb={"image": {"alt": "Twenty test digits, two of each class 0 to 9, in two blocks; each block is a row of inputs labelled true and predicted class, with the decoder's blurry reconstruction from the longest capsule below. Nineteen are right and redrawn as their own digit. The one mistake, labelled in red, is a thin 9 predicted as a 7, and it is redrawn as a 7."}}
+# %% mystnb={"image": {"alt": "Twenty test digits, two of each class 0 to 9, in two blocks; each block is a row of inputs labelled true and predicted class, with the decoder's blurry reconstruction from the longest capsule below. Nineteen are right and redrawn as their own digit. The one mistake, labelled in vermillion, is a thin 9 predicted as a 7, and it is redrawn as a 7."}}
 shown = test_full.subset(20, seed=1)
 reconstruction_grid(model, shown.images, shown.labels,
                     "Test digits (true → predicted) and their reconstructions")
@@ -356,7 +358,7 @@ wrong = torch.nonzero(predictions != test_labels).flatten()
 print(f"{len(wrong)} mistakes out of {len(test_labels):,} test images")
 assert abs(1 - len(wrong) / len(test_labels) - test_metrics["accuracy"]) < 1e-6
 
-# %% mystnb={"image": {"alt": "Twenty misclassified test digits in two blocks, each input labelled in red with true and predicted class (for example 4 as 6, 6 as 0, 8 as 4, 1 as 8), with its reconstruction below. Some inputs are odd or ambiguous, others plain; every reconstruction is a blurry drawing of the predicted class, not the true one: the network redraws what it thought it saw."}}
+# %% mystnb={"image": {"alt": "Twenty misclassified test digits in two blocks, each input labelled in vermillion with true and predicted class (for example 4 as 6, 6 as 0, 8 as 4, 1 as 8), with its reconstruction below. Some inputs are odd or ambiguous, others plain; every reconstruction is a blurry drawing of the predicted class, not the true one: the network redraws what it thought it saw."}}
 if len(wrong) > 0:
     mistakes = wrong[:20]
     test_images = torch.cat([images for images, _ in test_loader])  # (N, 1, 28, 28)

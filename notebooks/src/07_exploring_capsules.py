@@ -56,9 +56,12 @@ import capsedu
 from capsedu.course.checks import yours_or_reference
 from capsedu.course.checks.exploring import check_aligned_shift, check_perturb_and_decode
 from capsedu.explore.figures import COUPLING_TOP, coupling_norm, perturbation_grid, reconstruction_grid
+from capsedu.explore.palette import BLUE, COURSE_STYLE, VERMILLION
 from capsedu.explore.probes import (couplings_on_grid, encode_image, perturb_and_decode, perturbation_sweep,
                                     perturbed_reconstructions, routing_trace, vote_shares)
 from capsedu.explore.widgets import perturbation_explorer, routing_explorer
+
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 
 # %%
 capsedu.set_seed(0)
@@ -144,7 +147,7 @@ panels = [(image[0], "input"), (plain, "reconstruction"), (nudged, f"dim {dim} +
           (nudged - plain, "difference")]
 for ax, (picture, title) in zip(axes, panels):
     is_diff = title == "difference"
-    ax.imshow(picture, cmap="coolwarm" if is_diff else "gray",
+    ax.imshow(picture, cmap="RdBu_r" if is_diff else "gray",
               vmin=-0.5 if is_diff else 0, vmax=0.5 if is_diff else 1)
     ax.set_title(title)
     ax.set_axis_off()
@@ -239,8 +242,9 @@ perturbation_grid(model, test.images[four], strongest=6)
 #
 # The same experiment, live: pick an image by its index in the test split and move the 16
 # sliders (several at once if you like). Watch the reconstruction and the capsule lengths (the
-# winning capsule in red; the black tick marks its length before you moved anything). **reset** puts
-# every slider back to 0. The figure is redrawn in place, so it follows the sliders smoothly.
+# true class in vermillion, hatched //; the winning capsule, if it is another class, in blue,
+# dotted; black ticks mark the lengths before you moved anything). **reset** puts every slider
+# back to 0. The figure is redrawn in place, so it follows the sliders smoothly.
 
 # %% tags=["remove-output"]
 explorer = perturbation_explorer(model, test, index=seven)
@@ -251,7 +255,7 @@ explorer
 # an explorer the same way; `snapshot()` returns the picture the widget shows). The cell puts the
 # sliders back afterwards, so the live explorer above opens at 0:
 
-# %% mystnb={"image": {"alt": "Snapshot of the perturbation explorer for the first test 7, two dimensions of its capsule moved, one by +0.25 and one by -0.25. Left, the input; middle, the decoded 7, now bolder with a heavier bar; right, a bar chart of the ten capsule lengths: the red class-7 bar stays near 1, just above the black tick marking its length before the move, and the other nine stay near 0."}}
+# %% mystnb={"image": {"alt": "Snapshot of the perturbation explorer for the first test 7, two dimensions of its capsule moved, one by +0.25 and one by -0.25. Left, the input; middle, the decoded 7, now bolder with a heavier bar; right, a bar chart of the ten capsule lengths: the vermillion, hatched class-7 bar stays near 1, just above the black tick marking its length before the move, and the other nine stay near 0."}}
 explorer.sliders[dim].value = 0.25
 explorer.sliders[(dim + 5) % config.digit_dim].value = -0.25
 picture = explorer.snapshot()
@@ -376,7 +380,7 @@ fig, (ax_img, ax_len, ax_true, ax_wrong) = plt.subplots(1, 4, figsize=(12, 3.1))
 ax_img.imshow(test.images[worst, 0], cmap="gray", vmin=0, vmax=1)
 ax_img.set_title(f"test image {worst}: true {true_class}, predicted {wrong_class}", fontsize=9)
 ax_img.set_axis_off()
-for k, style, colour in [(true_class, "o-", "tab:red"), (wrong_class, "s--", "tab:orange")]:
+for k, style, colour in [(true_class, "o-", VERMILLION), (wrong_class, "s--", BLUE)]:
     ax_len.plot(range(1, trained_r + 1), trace.lengths[:, k], style, color=colour, label=f"class {k}")
 ax_len.set(xlabel="routing iterations r", ylabel="capsule length", title="Lengths", ylim=(0, 1),
            xticks=range(1, trained_r + 1))

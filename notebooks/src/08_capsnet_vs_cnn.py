@@ -72,8 +72,11 @@ from capsedu.data.transforms import ROTATIONS, transform_images
 from capsedu.explore.equivariance import (capsule_trajectory, feature_trajectory, projection_2d,
                                           smoothness)
 from capsedu.explore.figures import image_rows
+from capsedu.explore.palette import BLUE, COURSE_STYLE, MUTED_TEXT
 from capsedu.explore.transform_explorer import transform_explorer, transform_strip
 from capsedu.zoo.shipped import study
+
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 
 # %%
 capsedu.set_seed(0)
@@ -290,7 +293,7 @@ for name, row in table.items():
     print(f"{name:24s} {row['capsnet']:8.2%} {row['cnn']:8.2%} {kept_text}")
 
 
-# %% mystnb={"image": {"alt": "Six panels on 10,000 transformed test digits, CapsNet solid blue, CNN dashed orange, each panel with its own zoomed scale and bars of plus or minus 2 standard errors. Rotation: overlapping curves fall from 99.55 % upright to 23 to 41 % at 60 degrees either way. Scale: both above 97 %, the CapsNet higher away from 1.0. Shear: within a few tenths of a point, the bars mostly overlapping. Beyond 3 pixels of shift the CNN holds up better (37 against 17 % at 6 pixels diagonally, the bars far smaller than the gap). Bars: affNIST-like here 98.1 and 98.3 %, a gap of one or two tenths of a point; the paper's affNIST 79 and 66 %."}}
+# %% mystnb={"image": {"alt": "Six panels on 10,000 transformed test digits, CapsNet solid blue with circles, CNN dashed vermillion with squares, each panel with its own zoomed scale and bars of plus or minus 2 standard errors. Rotation: overlapping curves fall from 99.55 % upright to 23 to 41 % at 60 degrees either way. Scale: both above 97 %, the CapsNet higher away from 1.0. Shear: within a few tenths of a point, the bars mostly overlapping. Beyond 3 pixels of shift the CNN holds up better (37 against 17 % at 6 pixels diagonally, the bars far smaller than the gap). Bars, CapsNet plain blue and CNN hatched vermillion, the paper's paler: affNIST-like here 98.1 and 98.3 %, a gap of one or two tenths of a point; the paper's affNIST 79 and 66 %."}}
 def paired(row: dict) -> capsedu.PairedComparison:
     """The two networks compared on one row's images, from the per-image results the study kept."""
     return capsedu.compare_paired("CapsNet", capsedu.unpack_correct(row["correct"]["capsnet"], n_table),
@@ -317,7 +320,7 @@ for ax, (label, (xs, rows)) in zip(axes.flat, families.items()):
     for key, name, style in (("capsnet", "CapsNet", "o-"), ("cnn", "CNN", "s--")):
         accuracy = [100 * row[key] for row in rows]
         two_se = [200 * capsedu.standard_error(row[key], n_table) for row in rows]  # ± 2 SE
-        ax.errorbar(xs, accuracy, yerr=two_se, fmt=style, ms=4, capsize=3, label=name)
+        ax.errorbar(xs, accuracy, yerr=two_se, fmt=style, ms=4, label=name)
         shown += [a - e for a, e in zip(accuracy, two_se)] + [a + e for a, e in zip(accuracy, two_se)]
     margin = 0.06 * (max(shown) - min(shown)) + 0.1
     ax.set(xlabel=label, ylabel="accuracy (%)",  # each panel zoomed to its own range
@@ -326,13 +329,13 @@ for ax, (label, (xs, rows)) in zip(axes.flat, families.items()):
 axes[0, 0].legend()
 ours = table["affNIST-like"]
 bars = axes[1, 2].bar([0, 1, 3, 4], [100 * ours["capsnet"], 100 * ours["cnn"], 79, 66],
-                      color=["C0", "C1", "C0", "C1"])
-for bar in bars[2:]:
-    bar.set_hatch("//")
+                      color=["C0", "C1", "C0", "C1"], hatch=["", "//", "", "//"])
+for bar in bars[2:]:  # the paper's numbers paler
     bar.set_alpha(0.5)
 axes[1, 2].set_xticks([0.5, 3.5], ["affNIST-like\n(measured here)", "affNIST, paper §5.2\n(other protocol)"])
 axes[1, 2].bar_label(bars, fmt="%.1f", fontsize=10)
-axes[1, 2].set(ylim=(0, 105), ylabel="accuracy (%)", title="blue CapsNet, orange CNN")
+axes[1, 2].set(ylim=(0, 105), ylabel="accuracy (%)")
+axes[1, 2].set_title("CapsNet blue, CNN vermillion hatched", fontsize=10)
 fig.suptitle(f"Accuracy on transformed test digits ({n_table:,} images, ± 2 standard errors; "
              f"clean: CapsNet {table['clean']['capsnet']:.2%}, CNN {table['clean']['cnn']:.2%})")
 plt.show()
@@ -526,15 +529,15 @@ for who, test_set, *values in published:
 # digits, not test digits, so watching the curve chooses nothing on the test split. The dotted
 # line marks the paper's stopping point, 99.23 %, on its test set, so only a landmark here:
 
-# %% mystnb={"image": {"alt": "Connected points, one per epoch: expanded (40 by 40 translated) validation accuracy across, affNIST-like validation accuracy up; CapsNet blue circles, CNN orange squares, seed 1 paler. All four curves climb up and to the right, and at any clean accuracy the CNN sits higher. They end near 99.1 to 99.5 % clean, the CNN at about 90.4 % affNIST-like and the CapsNet at 82.1 % in both seeds (the CNN ahead by 8.38 and 8.24 points); a dotted line marks the paper's stop, 99.23 %."}}
+# %% mystnb={"image": {"alt": "Connected points, one per epoch: expanded (40 by 40 translated) validation accuracy across, affNIST-like validation accuracy up; CapsNet blue circles on solid lines, CNN vermillion squares on dashed lines, seed 1 paler. All four curves climb up and to the right, and at any clean accuracy the CNN sits higher. They end near 99.1 to 99.5 % clean, the CNN at about 90.4 % affNIST-like and the CapsNet at 82.1 % in both seeds (the CNN ahead by 8.38 and 8.24 points); a dotted line marks the paper's stop, 99.23 %."}}
 fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
-for (net, runs), colour, marker in zip(affnist40["runs"].items(), ("C0", "C1"), ("o", "s")):
+for (net, runs), colour, style in zip(affnist40["runs"].items(), ("C0", "C1"), ("o-", "s--")):
     for run in runs:
         ax.plot([100 * a for a in run["validation"]], [100 * a for a in run["validation_affnist"]],
-                marker=marker, color=colour, alpha=1.0 if run["seed"] == 0 else 0.45,
+                style, color=colour, alpha=1.0 if run["seed"] == 0 else 0.45,
                 label=f"{'CapsNet' if net == 'capsnet40' else 'CNN'}, seed {run['seed']}")
 ax.axvline(99.23, color="grey", lw=0.8, ls=":")
-ax.text(99.2, 56, "paper's stop\n(99.23 %)", ha="right", fontsize=9, color="grey")
+ax.text(99.2, 56, "paper's stop\n(99.23 %)", ha="right", fontsize=9, color=MUTED_TEXT)
 ax.set(xlabel="expanded validation accuracy (%)", ylabel="affNIST-like validation accuracy (%)",
        xlim=(93.5, 99.7), ylim=(55, 95), title="affNIST-like against clean accuracy, one point per epoch")
 ax.grid(alpha=0.3)
@@ -584,8 +587,8 @@ for seed in sorted(set(last["capsnet40"]) & set(last["cnn40"])):
 #
 # Turn and shift one test digit with the sliders: the digit the networks see, the CapsNet's
 # reconstruction from its longest capsule, and both networks' class scores (capsule lengths in
-# blue, CNN probabilities in orange; the shaded column is the true class). Type another index to
-# change the digit; **reset** puts the sliders back to 0.
+# blue, CNN probabilities in vermillion and hatched; the shaded column is the true class). Type
+# another index to change the digit; **reset** puts the sliders back to 0.
 
 # %% tags=["remove-output"]
 explorer = transform_explorer(capsnet, cnn, test, index=seven)
@@ -604,13 +607,13 @@ explorer.frames()
 # turns it back afterwards, so the live explorer above opens at 0), and a static strip of the same
 # digit at every angle of the table:
 
-# %% mystnb={"image": {"alt": "Explorer snapshot of a test 7 turned 45 degrees anticlockwise. Left: the tilted input. Middle: the CapsNet's reconstruction, a nearly upright 7 with a hooked bar. Right: bar chart of scores for classes 0 to 9, blue capsule lengths beside orange CNN probabilities, true class 7 shaded; both networks say 7. Capsule 7 is the longest, about twice the next, while the CNN puts almost all its probability on 7."}}
+# %% mystnb={"image": {"alt": "Explorer snapshot of a test 7 turned 45 degrees anticlockwise. Left: the tilted input. Middle: the CapsNet's reconstruction, a nearly upright 7 with a hooked bar. Right: bar chart of scores for classes 0 to 9, blue capsule lengths beside hatched vermillion CNN probabilities, true class 7 shaded; both networks say 7. Capsule 7 is the longest, about twice the next, while the CNN puts almost all its probability on 7."}}
 explorer.angle.value = 45
 picture = explorer.snapshot()
 explorer.reset()
 picture
 
-# %% mystnb={"image": {"alt": "One test 7 turned from -60 to +60 degrees in 15-degree steps, the CapsNet's reconstruction below each; titles in red mark wrong answers: both networks say 2 at -60 and -45, the CNN 0 at +60. Reconstructions are 2-like at -60 and -45, lean with the input from -30 to +15, then stay upright and hooked. Score curves below: both near zero at -60 and -45; the capsule's length falls from +30, the CNN's probability only at +60, to zero."}}
+# %% mystnb={"image": {"alt": "One test 7 turned from -60 to +60 degrees in 15-degree steps, the CapsNet's reconstruction below each; titles in dark vermillion mark wrong answers: both networks say 2 at -60 and -45, the CNN 0 at +60. Reconstructions are 2-like at -60 and -45, lean with the input from -30 to +15, then stay upright and hooked. Score curves below: both near zero at -60 and -45; the capsule's length falls from +30, the CNN's probability only at +60, to zero."}}
 transform_strip(capsnet, cnn, test.images[seven], 7, list(ROTATIONS))
 
 # %% [markdown]
@@ -641,7 +644,7 @@ features, probabilities = feature_trajectory(cnn, test.images[seven], angles=ang
 def pose_and_presence(steps, path, cnn_probabilities, xlabel):
     """The capsule's 16 coordinates, and its length beside the CNN's probability, per step."""
     fig, (ax_pose, ax_len) = plt.subplots(1, 2, figsize=(12, 3.4), width_ratios=[1.6, 1])
-    ax_pose.plot(steps, path.poses, lw=1)
+    ax_pose.plot(steps, path.poses, lw=1, color=BLUE)  # one colour: the 16 together are the pose
     ax_pose.set(xlabel=xlabel, ylabel="pose coordinate", title=f"The 16 coordinates of capsule {label}")
     ax_len.plot(steps, path.lengths[:, label], "o-", label=f"CapsNet: length of capsule {label}")
     ax_len.plot(steps, cnn_probabilities[:, label], "s--", label=f"CNN: probability of {label}")

@@ -75,7 +75,10 @@ from capsedu.data.multimnist import MULTIMNIST_TEST, MULTIMNIST_VALIDATION, rand
 from capsedu.data.splits import load_split
 from capsedu.explore.figures import image_rows
 from capsedu.explore.pairs import pair_accuracy_matrix, pair_explorer, pair_figure, pair_matrix_figure
+from capsedu.explore.palette import COURSE_STYLE
 from capsedu.nets.multi_digit import pair_hits
+
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 
 # %%
 capsedu.set_seed(0)

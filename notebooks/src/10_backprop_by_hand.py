@@ -72,9 +72,11 @@ from capsedu.course.checks.backprop import (
     torch_gradients,
 )
 from capsedu.explore.graph import routing_graph
+from capsedu.explore.palette import BLUISH_GREEN, COURSE_STYLE
 from capsedu.nets import numpy_caps as nc
 from capsedu.nets import numpy_classifier as ncl
 
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 capsedu.set_seed(0)  # seeds Python, NumPy and PyTorch
 rng = np.random.default_rng(0)  # this lesson's NumPy draws
 
@@ -296,7 +298,7 @@ print(f"softmax backward: largest relative error {softmax_check.max_relative_err
 # iteration makes new $c$, $\mathbf s$, $\mathbf v$ and $b$, and the votes $\hat{\mathbf u}$ feed
 # all of them.
 
-# %% mystnb={"image": {"alt": "Diagram of dynamic routing unrolled for 3 iterations: boxes b, c, s and v per iteration, agreement boxes (votes dotted with v) feeding b(2) and b(3), and v(3) feeding its length ||v|| and the margin loss. The votes u-hat, at the bottom, feed s(1), s(2), s(3) and both agreements: 5 uses, 5 gradient contributions that add up. Only the solid red path, votes to s(3), v(3), ||v|| and loss, remains with detach_inner=True; dashed blue paths join with detach_inner=False."}}
+# %% mystnb={"image": {"alt": "Diagram of dynamic routing unrolled for 3 iterations: boxes b, c, s and v per iteration, agreement boxes (votes dotted with v) feeding b(2) and b(3), and v(3) feeding its length ||v|| and the margin loss. The votes u-hat, at the bottom, feed s(1), s(2), s(3) and both agreements: 5 uses, 5 gradient contributions that add up. Only the solid vermillion path, votes to s(3), v(3), ||v|| and loss, remains with detach_inner=True; dashed blue paths join with detach_inner=False."}}
 routing_graph(3)
 
 # %% [markdown]
@@ -314,8 +316,9 @@ routing_graph(3)
 # Counting: $r$ uses of $\hat{\mathbf u}$ in the sums $\mathbf s^{(t)}$ and $r - 1$ in the
 # agreements, **five contributions** for $r = 3$. Forget one and the gradient is wrong, yet
 # training still runs — the classic silent bug. With `detach_inner=True` (lesson 03, and
-# `capsedu`'s default) the votes of the inner iterations are detached: only the red path remains,
-# the last iteration's weighted sum with its couplings held fixed. That backward is two lines:
+# `capsedu`'s default) the votes of the inner iterations are detached: only the solid vermillion
+# path remains, the last iteration's weighted sum with its couplings held fixed. That backward is
+# two lines:
 
 # %%
 def routing_backward_detached(dv: np.ndarray, cache: dict) -> np.ndarray:
@@ -535,7 +538,7 @@ def plot_history(history: dict[str, list]) -> plt.Figure:
     ax_loss.plot(seconds, history["train_loss"], "o-")
     ax_loss.set(xlabel="seconds of training (NumPy, 2 cores)", ylabel="mean margin loss of the epoch",
                 yscale="log", title="Training loss", xlim=(0, None))
-    ax_acc.plot(seconds, 100 * np.array(history["validation_accuracy"]), "o-", color="tab:green")
+    ax_acc.plot(seconds, 100 * np.array(history["validation_accuracy"]), "o-", color=BLUISH_GREEN)
     ax_acc.axhline(90, color="black", ls=":", lw=1, label="90 %")
     ax_acc.set(xlabel="seconds of training (NumPy, 2 cores)", ylabel="validation accuracy (%)",
                title=f"Accuracy on {len(val_labels):,} validation digits", ylim=(85, 100), xlim=(0, None))

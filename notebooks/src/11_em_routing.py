@@ -83,11 +83,14 @@ from capsedu.course.checks.em import (
 )
 from capsedu.course.checks.em import own_parent_share as reference_share
 from capsedu.explore.em import class_layer_trace, em_explorer, em_figure, em_trace, toy_votes
+from capsedu.explore.palette import BLUE, COURSE_STYLE, VERMILLION
 from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.train import train_recipe
+
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 
 # %%
 capsedu.set_seed(0)
@@ -442,7 +445,7 @@ print(capsedu.compare_paired("dynamic routing", capsedu.correct_on_test("capsnet
 # class's votes projected on their two principal axes, coloured by $R_{ij}$, with the class
 # Gaussian's 2σ ellipse in the same projection.
 
-# %% mystnb={"image": {"alt": "Three scatter plots, for classes 7, 2 and 9, of the 144 children's 16-number votes for that class, projected on their two principal axes after EM routing iteration 1, each with the class Gaussian's red 2-sigma ellipse. Every point is dark: each child is still assigned equally to all ten classes (one tenth of the 144 children each); the votes sit in tight clusters. Activations are close: 0.159, 0.180 and 0.172, classes 2 and 9 slightly ahead of 7."}} tags=["example-digits"]
+# %% mystnb={"image": {"alt": "Three scatter plots, for classes 7, 2 and 9, of the 144 children's 16-number votes for that class, projected on their two principal axes after EM routing iteration 1, each with the class Gaussian's vermillion 2-sigma ellipse. Every point is dark: each child is still assigned equally to all ten classes (one tenth of the 144 children each); the votes sit in tight clusters. Activations are close: 0.159, 0.180 and 0.172, classes 2 and 9 slightly ahead of 7."}} tags=["example-digits"]
 seven = test_digits.first_index(7)  # the first 7 of the test split: chosen by class, a 7 for everyone
 print(test_digits.describe_examples([seven]))
 image, label = test_digits[seven][0], 7  # (1, 28, 28)
@@ -521,7 +524,7 @@ digit_explorer.frames()
 # the default 0.001 the activations start on the sigmoid's slope; with 0.01 they start saturated
 # at 1 (*Ideas to try* below). Sweep it on the trained digit:
 
-# %% mystnb={"image": {"alt": "Line chart of class activation a_j against the inverse temperature lambda, log scale from 0.00001 to 0.1, for a test 7 routed with 2 iterations. Class 7, the label (red), rises from 0.519 to 1.0 at the trained lambda of 0.001 (dotted line) and stays there at 0.01, then drops to 0 at 0.1. The other classes fall from about 0.5 to near 0 by 0.01, but class 8 (orange) jumps to 1 at 0.1: the digit is misread."}}
+# %% mystnb={"image": {"alt": "Line chart of class activation a_j against the inverse temperature lambda, log scale from 0.00001 to 0.1, for a test 7 routed with 2 iterations. Class 7, the label (vermillion, solid, circles), rises from 0.519 to 1.0 at the trained lambda of 0.001 (dotted line) and stays there at 0.01, then drops to 0 at 0.1. The other classes fall from about 0.5 to near 0 by 0.01, but class 8 (blue, dashed, squares) jumps to 1 at 0.1: the digit is misread."}}
 inverse_temperatures = [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
 beta_u, beta_a = (beta.detach() for beta in em.class_caps.routing_betas())  # as the network routes
 sweep = torch.stack([em_routing(digit[None], digit_activations[None], beta_u, beta_a, 2, value)[1][0]
@@ -529,12 +532,12 @@ sweep = torch.stack([em_routing(digit[None], digit_activations[None], beta_u, be
 winner = int(sweep[-1].argmax())  # the class most active at the largest λ
 fig, ax = plt.subplots(figsize=(9.0, 3.8))
 for k in range(10):
-    style = {label: dict(color="tab:red", lw=2, marker="o", label=f"class {k} (the label)"),
-             winner: dict(color="tab:orange", lw=2, marker="s", label=f"class {k} (most active at λ = 0.1)")}
+    style = {label: dict(color=VERMILLION, lw=2, marker="o", label=f"class {k} (the label)"),
+             winner: dict(color=BLUE, lw=2, ls="--", marker="s", label=f"class {k} (most active at λ = 0.1)")}
     ax.plot(inverse_temperatures, sweep[:, k].detach(), ms=4,
             **style.get(k, dict(color="0.6", lw=0.8, marker=".", label="the other classes" if k == min(
                 set(range(10)) - {label, winner}) else None)))
-ax.axvline(em.config.inverse_temperature, color="tab:blue", ls=":", lw=1, label="trained with λ")
+ax.axvline(em.config.inverse_temperature, color="black", ls=":", lw=1, label="trained with λ")
 ax.set(xscale="log", xlabel="inverse temperature λ", ylabel="class activation a_j",
        title=f"Test image {seven} (a {label}): activations against λ, 2 iterations")
 ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5))
@@ -558,7 +561,7 @@ print("the most active class:", {value: int(a.argmax()) for value, a in zip(inve
 #
 # Smaller λ pulls every class towards 0.5 (at 1e-5 the label's class is at 0.519). Larger λ
 # saturates: at 0.01 the label's class is at 1.0 and, in the figure, its rivals at 0. At 0.1 the
-# label's class falls to 0 while class 8 (printed, orange) rises to 1: this digit is misread. The
+# label's class falls to 0 while class 8 (printed; blue, dashed) rises to 1: this digit is misread. The
 # sigmoid alone cannot do that: with the assignments of λ = 0.001, class 7's saving is positive
 # and its rivals' negative, so a larger λ would only push them further apart. The E-step does it.
 # It weighs each child's assignment by $\log a_j$, which λ scales too, so at 0.1 the savings'

@@ -71,11 +71,14 @@ import capsedu
 from capsedu.course.checks import yours_or_reference
 from capsedu.course.checks.efficient import check_self_attention, check_uniform_couplings, uniform_routing
 from capsedu.explore.critique import coupling_spread
+from capsedu.explore.palette import COURSE_STYLE, HATCHES
 from capsedu.nets.efficient_capsnet import EfficientCapsNet
 from capsedu.nets.self_attention import efficient_squash, self_attention_routing
 from capsedu.zoo.shipped import study
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.train import recipe_network, train_recipe
+
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 
 # %%
 capsedu.set_seed(0)
@@ -99,12 +102,12 @@ def squash_by_hand(s, eps=1e-8):
     return (1 - torch.exp(-norm)) * s / norm
 
 
-# %% mystnb={"image": {"alt": "Line plot of output length ||v|| against input length ||s|| (0 to 6) for two squashes, with a dotted line where length in equals length out. Eq. 1 of 2017, squared length over one plus squared length, starts flat near 0 and rises in an S shape to 0.5 at length 1; Efficient-CapsNet's 1 - exp(-||s||) leaves 0 along the dotted line with slope 1 and lies above Eq. 1 everywhere (0.632 at length 1). Both flatten towards 1."}}
+# %% mystnb={"image": {"alt": "Line plot of output length ||v|| against input length ||s|| (0 to 6) for two squashes, with a dotted line where length in equals length out. Eq. 1 of 2017 (solid), squared length over one plus squared length, starts flat near 0 and rises in an S shape to 0.5 at length 1; Efficient-CapsNet's 1 - exp(-||s||) (dashed) leaves 0 along the dotted line with slope 1 and lies above Eq. 1 everywhere (0.632 at length 1). Both flatten towards 1."}}
 lengths_in = torch.linspace(0, 6, 200)
 vectors = torch.stack([lengths_in, torch.zeros_like(lengths_in)], dim=1)  # (200, 2) along one axis
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 ax.plot(lengths_in, capsedu.squash(vectors).norm(dim=1), label="Eq. 1 (2017): |s|² / (1 + |s|²)")
-ax.plot(lengths_in, efficient_squash(vectors).norm(dim=1), label="Efficient-CapsNet: 1 − exp(−|s|)")
+ax.plot(lengths_in, efficient_squash(vectors).norm(dim=1), "--", label="Efficient-CapsNet: 1 − exp(−|s|)")
 ax.plot(lengths_in, lengths_in, ":", color="0.6", lw=1, label="length in = length out")
 ax.set(xlabel="length of s", ylabel="length of v", ylim=(0, 1.05), title="Two squashes")
 ax.legend(fontsize=8)
@@ -415,7 +418,8 @@ axes[1].set(xscale="log", xlim=(4e4, 8e6), ylim=(min(clean) - 0.4, min(100, max(
             xlabel="parameters without the decoder", ylabel="clean accuracy (%), ± 2 standard errors",
             title="Clean accuracy against size")
 minutes = [rows[n]["train_minutes"] for n in names]
-bars = axes[2].barh(range(len(names)), minutes, color=[f"C{k}" for k in range(len(names))], alpha=0.7)
+bars = axes[2].barh(range(len(names)), minutes, color=[f"C{k}" for k in range(len(names))], alpha=0.7,
+                    hatch=HATCHES[:len(names)])  # each network's colour, and a hatch of its own
 axes[2].bar_label(bars, fmt="%.0f min", fontsize=9, padding=3)
 axes[2].set_yticks(range(len(names)))
 axes[2].set_yticklabels([f"{short[n]}\n{rows[n]['train_epochs']} epochs × batch {rows[n]['batch_size']}\n"

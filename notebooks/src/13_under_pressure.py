@@ -74,7 +74,10 @@ from capsedu.explore.adaptive import full_routing_gradient
 from capsedu.explore.attacks import ScoresAsLogits, apgd, attacked_accuracy, attacked_correct, pgd
 from capsedu.explore.attacks import fgsm as capsedu_fgsm  # the reference for your my_fgsm
 from capsedu.explore.critique import capsule_activity, coupling_entropy, coupling_spread
+from capsedu.explore.palette import COURSE_STYLE, TEXT_VERMILLION, VERMILLION
 from capsedu.zoo.shipped import study
+
+plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (viridis)
 
 # %%
 capsedu.set_seed(0)
@@ -330,7 +333,7 @@ if predicted:
 # capsule. Below, test shirts (top), redrawn from the capsule the network chose (middle) and from
 # the **shirt** capsule (bottom) — for a shirt read as a T-shirt, the two differ:
 
-# %% mystnb={"image": {"alt": "Eight Fashion-MNIST test shirts in three rows: the shirt titled with the CapsNet's prediction, the decoder's redrawing from the chosen class capsule, and from the shirt capsule. Four are read as shirts, four as T-shirt, pullover, coat and dress (in red). Redrawings are blurred generic garments keeping outline and brightness but not texture; for misread shirts the chosen capsule draws its own class and the shirt capsule a shirt, for the dress only a faint blur."}}
+# %% mystnb={"image": {"alt": "Eight Fashion-MNIST test shirts in three rows: the shirt titled with the CapsNet's prediction, the decoder's redrawing from the chosen class capsule, and from the shirt capsule. Four are read as shirts, four as T-shirt, pullover, coat and dress (in dark vermillion). Redrawings are blurred generic garments keeping outline and brightness but not texture; for misread shirts the chosen capsule draws its own class and the shirt capsule a shirt, for the dress only a faint blur."}}
 if predicted:
     fashion_capsnet = capsedu.pretrained("fashion_capsnet")
     shirt_index = torch.nonzero(shown_clothes.labels == 6).flatten()
@@ -347,7 +350,7 @@ if predicted:
         for row, picture in enumerate((shirts[k], out.reconstruction[k], as_shirt[k])):
             axes[row, k].imshow(picture[0], cmap="gray", vmin=0, vmax=1)
             axes[row, k].set(xticks=[], yticks=[])
-        axes[0, k].set_title(CLASSES[guess].split("/")[0], fontsize=9, color="black" if guess == 6 else "red")
+        axes[0, k].set_title(CLASSES[guess].split("/")[0], fontsize=9, color="black" if guess == 6 else TEXT_VERMILLION)
     for row, text in enumerate(("test shirt\n(predicted)", "from the chosen\ncapsule", "from the\nshirt capsule")):
         axes[row, 0].set_ylabel(text, fontsize=8)
     plt.show()
@@ -384,7 +387,7 @@ for name, model in (("CapsNet", capsnet), ("CNN", cnn)):
 # CapsNet reads right and FGSM at ε = 0.1 turns — the change it made (red: brighter, blue:
 # darker) and what the CapsNet then answers:
 
-# %% mystnb={"image": {"alt": "Top row: an MNIST test digit 1, which the CapsNet reads right, then its FGSM versions at eps 0.05, 0.1 and 0.2, titled with the CapsNet's answer: still 1 at 0.05, other digits (in red) at 0.1 and 0.2. Bottom row: the change to each pixel on a red-blue scale from -0.2 to 0.2: large blocks of background brightened by eps (red), the stroke darkened (blue), the rest unchanged, more intense as eps grows."}}
+# %% mystnb={"image": {"alt": "Top row: an MNIST test digit 1, which the CapsNet reads right, then its FGSM versions at eps 0.05, 0.1 and 0.2, titled with the CapsNet's answer: still 1 at 0.05, other digits (in dark vermillion) at 0.1 and 0.2. Bottom row: the change to each pixel on a red-blue scale from -0.2 to 0.2: large blocks of background brightened by eps (red), the stroke darkened (blue), the rest unchanged, more intense as eps grows."}}
 turned_images = fgsm(capsnet, few.images, few.labels, 0.1)
 with torch.no_grad():
     right = capsnet.class_scores(few.images).argmax(dim=1) == few.labels  # (N,)
@@ -400,7 +403,7 @@ for k, eps in enumerate((0.05, 0.1, 0.2), start=1):
     with torch.no_grad():
         answer = int(capsnet.class_scores(x).argmax())
     axes[0, k].imshow(x[0, 0], cmap="gray", vmin=0, vmax=1)
-    axes[0, k].set_title(f"eps {eps}: {answer}", fontsize=9, color="black" if answer == int(label) else "red")
+    axes[0, k].set_title(f"eps {eps}: {answer}", fontsize=9, color="black" if answer == int(label) else TEXT_VERMILLION)
     shown = axes[1, k].imshow((x - image)[0, 0], cmap="RdBu_r", vmin=-0.2, vmax=0.2)
     axes[1, k].set_title("change", fontsize=9)
 fig.colorbar(shown, ax=axes[1, 1:], shrink=0.8, label="pixel change")
@@ -620,7 +623,7 @@ for ax, dataset in zip(axes, studied):
         own = next(iter(row["by_eps"][str(record["eps"][0])]["attacks"]))  # PGD through the first view
         alone = [row["clean"], *(row["by_eps"][str(e)]["attacks"][own] for e in record["eps"])]
         errors = [2 * capsedu.standard_error(a, row["images"]) for a in worst]
-        ax.errorbar(eps_axis, worst, yerr=errors, color=colour, marker=marker, ms=5, capsize=2,
+        ax.errorbar(eps_axis, worst, yerr=errors, color=colour, marker=marker, ms=5,
                     label=f"{name}: worst case")
         ax.plot(eps_axis, alone, color=colour, marker=marker, ms=4, ls=":", mfc="white",
                 label=f"{name}: PGD alone")
@@ -782,7 +785,7 @@ tick_labels = [f"{s}" if r == 1 else f"{s} x {r}" for s, r in budgets]
 for name, marker in (("CapsNet", "o"), ("CNN", "s")):
     colour = COLOURS[name][0]
     errors = [2 * capsedu.standard_error(a, n_curve) for a in curves[name]]
-    ax.errorbar(range(len(budgets)), curves[name], yerr=errors, color=colour, marker=marker, capsize=2, label=name)
+    ax.errorbar(range(len(budgets)), curves[name], yerr=errors, color=colour, marker=marker, label=name)
 ax.set(xticks=range(len(budgets)), xticklabels=tick_labels, xlabel="Auto-PGD (DLR) steps x restarts, longest so far",
        ylabel="accuracy (bars: ± 2 SE)", ylim=(-0.02, 1.02),
        title=f"Worst case over ever longer attacks, eps = 0.1, {n_curve} MNIST test digits")
@@ -865,7 +868,7 @@ print(capsedu.compare_paired("uniform", answers[1] == truth, "routed", answers[3
 primary_lengths = u.norm(dim=-1)  # (N, I)
 fig, ax = plt.subplots(figsize=(6.4, 2.8))
 ax.hist(primary_lengths.flatten().numpy(), bins=50, range=(0, 1), log=True)
-ax.axvline(0.5, color="C3", ls="--", lw=1, label="0.5: the squash's midpoint")
+ax.axvline(0.5, color=VERMILLION, ls="--", lw=1, label="0.5: the squash's midpoint")
 ax.set(xlabel="primary capsule length", ylabel="capsules × images (log)",
        title=f"CapsNet's {u.shape[1]} primary capsules on {n_images} test digits")
 ax.legend(fontsize=8, loc="upper left")
@@ -898,14 +901,14 @@ for init in deep["inits"]:
         norms = " ".join(f"{last[f'routed{k + 1}']:8.1e}" for k in range(depth))
         print(f"{depth:^13d}  {init:10s}  {accuracies:45s}  {norms.ljust(26)}  conv1 {last['conv1']:7.1e}")
 
-# %% mystnb={"image": {"alt": "Two log-scale plots of the gradient norm of each routed layer's W on one batch, before training and after epochs 1 and 2, for stacks of 1, 2 and 3 routed layers (colour: depth; line style: layer). Default start: one layer gets about 1e-3 rising above 1e-2, two layers flat at about 6e-16, three exactly 0 (drawn at 1e-30). Calibrated start: every layer gets between about 2e-4 and 0.14, shrinking with training and smaller in lower layers."}}
+# %% mystnb={"image": {"alt": "Two log-scale plots of the gradient norm of each routed layer's W on one batch, before training and after epochs 1 and 2, for stacks of 1, 2 and 3 routed layers (colour and marker: depth, blue circles, vermillion squares, green triangles; line style: layer, solid, dashed, dotted). Default start: one layer gets about 1e-3 rising above 1e-2, two layers flat at about 6e-16, three exactly 0 (drawn at 1e-30). Calibrated start: every layer gets between about 2e-4 and 0.14, shrinking with training and smaller in lower layers."}}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
 for ax, init in zip(axes, deep["inits"]):
-    for depth, colour in zip((1, 2, 3), ("C0", "C1", "C2")):
+    for depth, colour, marker in zip((1, 2, 3), ("C0", "C1", "C2"), ("o", "s", "^")):
         run = next(r for r in deep["runs"] if r["init"] == init and r["routed_layers"] == depth and r["seed"] == 0)
         for k in range(depth):
             norms = [max(g[f"routed{k + 1}"], 1e-30) for g in run["gradient_norms"]]
-            ax.plot(range(len(norms)), norms, color=colour, marker="o", ms=3, ls=["-", "--", ":"][k],
+            ax.plot(range(len(norms)), norms, color=colour, marker=marker, ms=3, ls=["-", "--", ":"][k],
                     label=f"{depth} routed: layer {k + 1}")
     ax.set(yscale="log", xlabel="epoch (0: before training)", ylabel="|gradient of W| on one batch",
            title=f"{init} start (seed 0)", xticks=range(deep["epochs"] + 1))
