@@ -21,18 +21,22 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from capsedu.data.multimnist import MultiMNIST
 from capsedu.explore.figures import WRONG_TEXT
 from capsedu.explore.frames import FrameExplorer, sweep
+from capsedu.explore.palette import SKY_BLUE, VERMILLION
 from capsedu.explore.render import PngView
 from capsedu.nets.capsnet import CapsNet, require_capsnet
 from capsedu.nets.multi_digit import pair_hits
 from capsedu.training.modes import eval_mode
 from capsedu.training.uncertainty import with_error
 
-FIRST_RGB, SECOND_RGB = np.array([1.0, 0.35, 0.1]), np.array([0.1, 0.65, 1.0])  # orange, blue
+# Okabe-Ito's vermillion and sky blue (palette.py), distinct with the common colour-vision
+# deficiencies; over the dim grey input they show as orange and light blue
+FIRST_RGB, SECOND_RGB = np.array(to_rgb(VERMILLION)), np.array(to_rgb(SKY_BLUE))
 
 
 @torch.no_grad()

@@ -306,7 +306,7 @@ assert test_metrics["accuracy"] > capsedu.choose(learner=0.9, fast=0.5), "traini
 # The decoder redraws each test digit from its longest capsule. Above each pair: the true label and
 # the prediction; dark vermillion marks a wrong prediction.
 
-# %% mystnb={"image": {"alt": "Twenty test digits, two of each class 0 to 9, in two blocks; each block is a row of inputs labelled true and predicted class, with the decoder's blurry reconstruction from the longest capsule below. Nineteen are right and redrawn as their own digit. The one mistake, labelled in vermillion, is a thin 9 predicted as a 7, and it is redrawn as a 7."}}
+# %% mystnb={"image": {"alt": "Twenty test digits, two of each class 0 to 9, in two blocks; each block is a row of inputs labelled true and predicted class, with the decoder's blurry reconstruction from the longest capsule below. Nineteen are right and redrawn as their own digit. The one mistake, labelled in dark vermillion, is a thin 9 predicted as a 7, and it is redrawn as a 7."}}
 shown = test_full.subset(20, seed=1)
 reconstruction_grid(model, shown.images, shown.labels,
                     "Test digits (true → predicted) and their reconstructions")
@@ -358,7 +358,7 @@ wrong = torch.nonzero(predictions != test_labels).flatten()
 print(f"{len(wrong)} mistakes out of {len(test_labels):,} test images")
 assert abs(1 - len(wrong) / len(test_labels) - test_metrics["accuracy"]) < 1e-6
 
-# %% mystnb={"image": {"alt": "Twenty misclassified test digits in two blocks, each input labelled in vermillion with true and predicted class (for example 4 as 6, 6 as 0, 8 as 4, 1 as 8), with its reconstruction below. Some inputs are odd or ambiguous, others plain; every reconstruction is a blurry drawing of the predicted class, not the true one: the network redraws what it thought it saw."}}
+# %% mystnb={"image": {"alt": "Twenty misclassified test digits in two blocks, each input labelled in dark vermillion with true and predicted class (for example 4 as 6, 6 as 0, 8 as 4, 1 as 8), with its reconstruction below. Some inputs are odd or ambiguous, others plain; every reconstruction is a blurry drawing of the predicted class, not the true one: the network redraws what it thought it saw."}}
 if len(wrong) > 0:
     mistakes = wrong[:20]
     test_images = torch.cat([images for images, _ in test_loader])  # (N, 1, 28, 28)

@@ -460,7 +460,7 @@ shown = ranked[:3]
 fig = em_figure(steps, digit, iteration=1, parents=shown, names=[f"class {k}" for k in shown])
 fig
 
-# %% mystnb={"image": {"alt": "The same three scatter plots after EM routing iteration 2, points coloured by assignment R_ij from dark (0) to yellow (1). For class 7 almost every vote turns yellow: the class now holds most of the 144 children and its activation is 1.000. For classes 2 and 9 nearly all points stay dark, a few mid-coloured, and their activations fall to 0.099 and 0.084; the ellipse of class 2 shifts downwards."}}
+# %% mystnb={"image": {"alt": "The same three scatter plots after EM routing iteration 2, points coloured by assignment R_ij from dark (0) to yellow (1). For class 7 most votes turn yellow and a few stay dark: the class now holds most of the 144 children and its activation is 1.000. For classes 2 and 9 nearly all points stay dark, a few mid-coloured, and their activations fall to 0.099 and 0.084; the ellipse of class 2 shifts downwards."}}
 em_figure(steps, digit, iteration=2, parents=shown, names=[f"class {k}" for k in shown])
 
 # %% [markdown]
