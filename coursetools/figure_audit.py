@@ -148,16 +148,14 @@ def _colour_alone_problems(ax) -> Iterator[str]:
 
 
 def _pairs_told_apart_by_colour(items, kind: str, cue: str) -> Iterator[str]:
-    r"""``items``: (artist, rgba, other cue); a problem for each pair told apart only by colour."""
+    r"""``items``: (artist, rgba, other cue); a problem for the first pair told apart only by colour
+    (one per kind and axes is enough to name the fix)."""
     for index, (first, first_colour, first_cue) in enumerate(items):
         for second, second_colour, second_cue in items[index + 1:]:
             if first_cue == second_cue and not _same_colour(first_colour, second_colour):
                 yield (f"{kind} {first.get_label()!r} and {second.get_label()!r} differ only in "
                        f"colour: give them {cue} too")
                 return
-
-
-_LOCAL = threading.local()
 
 
 def _contrast_problems(figure: Figure) -> list[str]:
@@ -235,6 +233,9 @@ def _inverse_luminance(luminance) -> np.ndarray:
     value = float(luminance)
     channel = value * 12.92 if value <= 0.0031308 else 1.055 * value ** (1 / 2.4) - 0.055
     return np.full(3, channel)
+
+
+_LOCAL = threading.local()  # busy while this thread audits (the audit's own renderings are not audited)
 
 
 def load_ipython_extension(ipython) -> None:
