@@ -320,7 +320,7 @@ for ax, (label, (xs, rows)) in zip(axes.flat, families.items()):
     for key, name, style in (("capsnet", "CapsNet", "o-"), ("cnn", "CNN", "s--")):
         accuracy = [100 * row[key] for row in rows]
         two_se = [200 * capsedu.standard_error(row[key], n_table) for row in rows]  # ± 2 SE
-        ax.errorbar(xs, accuracy, yerr=two_se, fmt=style, ms=4, label=name)
+        ax.errorbar(xs, accuracy, yerr=two_se, fmt=style, ms=4, capsize=3, label=name)
         shown += [a - e for a, e in zip(accuracy, two_se)] + [a + e for a, e in zip(accuracy, two_se)]
     margin = 0.06 * (max(shown) - min(shown)) + 0.1
     ax.set(xlabel=label, ylabel="accuracy (%)",  # each panel zoomed to its own range

@@ -623,7 +623,7 @@ for ax, dataset in zip(axes, studied):
         own = next(iter(row["by_eps"][str(record["eps"][0])]["attacks"]))  # PGD through the first view
         alone = [row["clean"], *(row["by_eps"][str(e)]["attacks"][own] for e in record["eps"])]
         errors = [2 * capsedu.standard_error(a, row["images"]) for a in worst]
-        ax.errorbar(eps_axis, worst, yerr=errors, color=colour, marker=marker, ms=5,
+        ax.errorbar(eps_axis, worst, yerr=errors, color=colour, marker=marker, ms=5, capsize=2,
                     label=f"{name}: worst case")
         ax.plot(eps_axis, alone, color=colour, marker=marker, ms=4, ls=":", mfc="white",
                 label=f"{name}: PGD alone")
@@ -785,7 +785,8 @@ tick_labels = [f"{s}" if r == 1 else f"{s} x {r}" for s, r in budgets]
 for name, marker in (("CapsNet", "o"), ("CNN", "s")):
     colour = COLOURS[name][0]
     errors = [2 * capsedu.standard_error(a, n_curve) for a in curves[name]]
-    ax.errorbar(range(len(budgets)), curves[name], yerr=errors, color=colour, marker=marker, label=name)
+    ax.errorbar(range(len(budgets)), curves[name], yerr=errors, color=colour, marker=marker, capsize=2,
+                label=name)
 ax.set(xticks=range(len(budgets)), xticklabels=tick_labels, xlabel="Auto-PGD (DLR) steps x restarts, longest so far",
        ylabel="accuracy (bars: ± 2 SE)", ylim=(-0.02, 1.02),
        title=f"Worst case over ever longer attacks, eps = 0.1, {n_curve} MNIST test digits")
