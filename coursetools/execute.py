@@ -73,6 +73,26 @@ def stale(paths: list[Path]) -> dict[Path, list[str]]:
     return found
 
 
+# Each inline figure is stored as PNG (what JupyterLab and the website show) and as PDF (vector:
+# the website's figures for slides, book/_ext/slide_figures.py, print at any size). Figures drawn
+# into widgets keep the PNG only (drop_pdf_from_widgets): the site embeds the widget state in the page.
+FIGURE_FORMATS = ("png", "pdf")
+PDF = "application/pdf"
+
+
+def drop_pdf_from_widgets(notebook: nbformat.NotebookNode) -> int:
+    r"""Remove the PDF copies of figures from the stored widget state (output widgets' outputs);
+    return how many were removed."""
+    state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    removed = 0
+    for model in state.get("state", {}).values():
+        for output in model.get("state", {}).get("outputs", []) or []:
+            if isinstance(output, dict) and PDF in output.get("data", {}):
+                del output["data"][PDF]
+                removed += 1
+    return removed
+
+
 # matplotlib's font cache for the kernels, inside this environment: the shared one in ~/.cache
 # may have been written by another install (a clone since deleted) and name font files that are
 # gone - each figure then prints "findfont: ... not found" into the lesson's stored outputs
@@ -90,7 +110,7 @@ def _profile(fast: bool):
     os.environ["MPLCONFIGDIR"] = str(MPL_CACHE)
     try:
         with tempfile.TemporaryDirectory(prefix="capsedu-execute-") as folder:
-            os.environ.update(audited_kernels(Path(folder)))
+            os.environ.update(audited_kernels(Path(folder), figure_formats=FIGURE_FORMATS))
             yield Path(os.environ[AUDIT_ENV])
     finally:
         for name, value in before.items():
@@ -152,6 +172,7 @@ def execute(path: Path, *, fast: bool = False, out_dir: Path | None = None,
     seconds = time.perf_counter() - start
     probe = notebook.cells.pop()
     finish_progress_bars(notebook)
+    drop_pdf_from_widgets(notebook)
     usage = json.loads(probe.outputs[0]["text"].split("CAPSEDU-KERNEL-USAGE", 1)[1])
     data = data_identity()
     execution = {"profile": "fast" if fast else "learner", "seconds": round(seconds, 1),

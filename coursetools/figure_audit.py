@@ -261,15 +261,18 @@ def load_ipython_extension(ipython) -> None:
     FigureCanvasBase.print_figure = print_figure
 
 
-def audited_kernels(folder: Path) -> dict[str, str]:
+def audited_kernels(folder: Path, figure_formats: tuple[str, ...] = ("png",)) -> dict[str, str]:
     r"""The environment (``IPYTHONDIR`` and the log's path) under which IPython kernels load this
     extension: an IPython folder inside ``folder`` whose kernel configuration puts the repository
-    on the path (kernels start in notebooks/, and coursetools is not installed) and loads it."""
+    on the path (kernels start in notebooks/, and coursetools is not installed) and loads it.
+    ``figure_formats``: what each inline figure is stored as (``("png", "pdf")`` adds a vector
+    copy beside the picture, as :mod:`coursetools.execute` stores them for the slides' figures)."""
     profile = Path(folder) / "ipython" / "profile_default"
     profile.mkdir(parents=True, exist_ok=True)
     (profile / "ipython_kernel_config.py").write_text(
         f"import sys\nsys.path.append({str(REPO)!r})\n"
-        f"c.InteractiveShellApp.extensions = [{__name__!r}]\n", encoding="utf-8")
+        f"c.InteractiveShellApp.extensions = [{__name__!r}]\n"
+        f"c.InlineBackend.figure_formats = {set(figure_formats)!r}\n", encoding="utf-8")
     log = Path(folder) / "figures.jsonl"
     log.touch()
     return {"IPYTHONDIR": str(profile.parent), AUDIT_ENV: str(log)}

@@ -38,7 +38,7 @@
 # ## Prerequisites and time
 #
 # **You need:** lesson 00 (capsules as vectors), PyTorch tensors and broadcasting, what
-# `loss.backward()` computes. **Time:** about 30 minutes.
+# `loss.backward()` computes. **Time:** about 35 minutes.
 
 # %%
 # %matplotlib inline

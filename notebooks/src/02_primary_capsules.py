@@ -41,7 +41,7 @@
 # ## Prerequisites and time
 #
 # **You need:** lessons 00 and 01 (capsules as vectors, squash), `nn.Conv2d` (kernel, stride, how
-# the output size is computed), and `Tensor.view` / `permute` / `reshape`. **Time:** about 40 minutes.
+# the output size is computed), and `Tensor.view` / `permute` / `reshape`. **Time:** about 45 minutes.
 
 # %%
 # %matplotlib inline

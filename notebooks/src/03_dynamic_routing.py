@@ -44,7 +44,7 @@
 # ## Prerequisites and time
 #
 # Lessons 01 (squash) and 02 (primary capsules); tensor broadcasting and `torch.einsum` at the
-# level of "which letters are summed". About 60 minutes. The routing pictures come from a small
+# level of "which letters are summed". **Time:** about 90 minutes. The routing pictures come from a small
 # CapsNet trained for you and shipped with the course (`capsedu.pretrained()`, trained on 55,000
 # MNIST training images that none of the test digits here belong to), so nothing here takes more than a few
 # seconds to run.

@@ -39,7 +39,7 @@
 # ## Prerequisites and time
 #
 # Lesson 01 (capsule lengths lie in [0, 1)) and lesson 03 (digit capsules). Basic PyTorch tensor
-# arithmetic. About 45 minutes; the only training is nine short runs near the end (three losses, three seeds).
+# arithmetic. **Time:** about 50 minutes; the only training is nine short runs near the end (three losses, three seeds).
 
 # %%
 # %matplotlib inline

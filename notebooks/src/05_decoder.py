@@ -41,7 +41,7 @@
 #
 # - Lessons 01-04: squash, primary capsules, dynamic routing and the margin loss. You need to know
 #   that a CapsNet outputs 10 digit capsules of 16 numbers each, shape `(B, 10, 16)`.
-# - About **30 minutes**. One cell trains a small CapsNet for two epochs on at most 5,000 images,
+# - **Time:** about 40 minutes. One cell trains a small CapsNet for two epochs on at most 5,000 images,
 #   well under a minute on a 2-core laptop CPU (the tests run a much shorter version of it).
 
 # %%

@@ -39,7 +39,7 @@
 #
 # - Lessons 01-05. You should know what `model(images, labels)` returns (`capsules`, `lengths`,
 #   `reconstruction`) and what the two losses measure.
-# - About **40 minutes**. The training cell takes under a minute on the machine the course was
+# - **Time:** about 50 minutes. The training cell takes under a minute on the machine the course was
 #   written on (the CPU configuration, 12 epochs over 4,500 MNIST images; the tests run a much
 #   shorter version), and Exercise 2 trains two more networks the same way. Each prints how long
 #   it took on yours.

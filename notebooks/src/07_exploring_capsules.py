@@ -40,7 +40,7 @@
 #
 # ## Prerequisites and time
 #
-# Lessons 03 (dynamic routing), 05 (decoder and masking) and 06 (training). About 40 minutes.
+# Lessons 03 (dynamic routing), 05 (decoder and masking) and 06 (training). **Time:** about 50 minutes.
 # Nothing is trained here: the lesson loads the network shipped with the course
 # (`capsedu.pretrained()`, a few seconds, its checksum verified). The live explorers need a Python
 # kernel (JupyterLab, VS Code, Colab); each is followed by its `frames()`: its pictures computed

@@ -48,7 +48,7 @@
 # ## Prerequisites and time
 #
 # Lessons 01 (squash), 03 (dynamic routing) and 04 (margin loss); the chain rule for vectors
-# (a Jacobian times a vector) and NumPy broadcasting. About 75 minutes. Every computation here
+# (a Jacobian times a vector) and NumPy broadcasting. **Time:** about 75 minutes. Every computation here
 # takes seconds, training the NumPy classifier included.
 
 # %%

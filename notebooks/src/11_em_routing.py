@@ -58,7 +58,7 @@
 # ## Prerequisites and time
 #
 # Lessons 03 (dynamic routing: votes, agreement, coupling coefficients) and 06 (training). A
-# Gaussian's density and the idea of a mixture model help. About 60 minutes, of which the
+# Gaussian's density and the idea of a mixture model help. **Time:** about 90 minutes, of which the
 # computations take under 3 minutes on two CPU cores: the network is shipped
 # (`capsedu.pretrained("em")`, trained by `python -m coursetools.train_zoo em`), the lesson trains
 # only for a few seconds.

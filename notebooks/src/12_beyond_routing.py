@@ -55,7 +55,7 @@
 # ## Prerequisites and time
 #
 # Lessons 03 (dynamic routing), 08 (the CNN baseline and the transformed test sets) and 11 (EM
-# routing). Scaled dot-product attention, if you know it, will look familiar. About 45 minutes,
+# routing). Scaled dot-product attention, if you know it, will look familiar. **Time:** about 50 minutes,
 # of which the computations take under 2 minutes on two CPU cores: the networks are shipped, the
 # lesson trains only briefly.
 
@@ -65,6 +65,7 @@ import dataclasses
 import math
 
 import matplotlib.pyplot as plt
+import scipy.stats
 import torch
 
 import capsedu
@@ -584,23 +585,28 @@ for seed in range(3):
     print(f"seed {seed}: " + str(capsedu.compare_paired("attention", right["attention"][seed],
                                                         "uniform", right["uniform"][seed])))
 gaps = torch.stack([a.float().mean() - u.float().mean() for a, u in zip(right["attention"], right["uniform"])])
+seed_test = scipy.stats.ttest_1samp(gaps.numpy(), 0.0)  # is the mean gap over the seeds zero?
 print(f"attention - uniform over the 3 seeds: mean {100 * gaps.mean():+.2f} points, "
-      f"seed-to-seed standard deviation {100 * gaps.std():.2f}")
+      f"seed-to-seed standard deviation {100 * gaps.std():.2f}; t-test on the seeds' gaps: "
+      f"t = {seed_test.statistic:.2f}, p = {seed_test.pvalue:.2f} (2 degrees of freedom)")
 print("training loss in the last epoch: attention", [round(x, 4) for x in losses["attention"]],
       "uniform", [round(x, 4) for x in losses["uniform"]])
 
 # %% [markdown]
 # Trained alike, seed by seed, the network with attention names more of the same 2,000 test
-# digits in all three seeds: by 0.20, 0.35 and 0.65 points (printed above). Paired, only seed 2's
-# gap passes two standard errors; seeds 0 and 1 alone would be called ties. Across seeds the gap
-# averages +0.40 points with a seed-to-seed standard deviation of 0.23: small, but on the same side
-# every time. The uniform network's training loss also ends higher in every seed (0.087 to 0.089
-# against 0.057 to 0.060): the attention helps the network fit its training digits.
+# digits in each of the three seeds here (the gaps are printed above). Paired, only seed 2's gap
+# passes two standard errors; seeds 0 and 1 alone are ties. Whether the *recipe* gains from the
+# attention is a question about the three gaps together: the t-test on them asks whether their
+# mean could be zero, given how much they vary from seed to seed. With three seeds it cannot
+# tell this mean from zero (p printed above, over 0.05): the gaps all lean one way, but three
+# seeds that all lean one way happen one time in four by chance alone. The uniform network's
+# training loss ends higher in every seed (printed above): the attention helps the network fit
+# its training digits.
 #
-# That is what Paik, Kwak & Kim found, in size: with the transformation matrices and the priors
-# learned, routing adds little that a fixed weighting cannot learn — here under a point, at 3
-# epochs on 4,000 digits. It is not nothing, and one seed would have hidden that. Swapping
-# uniform couplings into the shipped network at test time would measure something else: a
+# That fits what Paik, Kwak & Kim found: with the transformation matrices and the priors learned,
+# routing adds little that a fixed weighting cannot learn — here a gap under a point that three
+# seeds cannot tell from zero, at 3 epochs on 4,000 digits. More seeds would settle its sign.
+# Swapping uniform couplings into the shipped network at test time would measure something else: a
 # network asked to work with couplings it never trained with.
 
 # %% [markdown]

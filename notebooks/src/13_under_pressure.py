@@ -53,7 +53,7 @@
 # ## Prerequisites and time
 #
 # Lessons 03 (routing), 05–06 (the decoder, training), 07 (exploring capsules), 08 (the CNN
-# baseline) and 11–12 (EM routing, Efficient-CapsNet). About 60 minutes; the computations take
+# baseline) and 11–12 (EM routing, Efficient-CapsNet). **Time:** about 120 minutes; the computations take
 # under 2 minutes on two CPU cores: every network is shipped, and the long measurements (attack
 # curves, deeper stacks) are recorded studies made by the scripts in `benchmarks/`, which you can
 # rerun.
