@@ -121,7 +121,15 @@ clean:
 # The course site: HTML from the committed notebooks (NOT re-executed) into book/_build/html.
 # Always a clean build, so that every warning shows (-W: warnings are errors, -n: nitpicky).
 # MathJax and the ipywidgets renderer come from npm (cached in ~/.cache/capsedu/book-assets).
-.PHONY: book
+.PHONY: book book-no-solutions
 book: install
 	rm -rf book/_build/html book/_build/.doctrees book/_build/jupyter_execute
 	$(VENV)/bin/jupyter-book build book --warningiserror --nitpick --keep-going --all
+
+# The edition for a class that grades the exercises: the same site with every solution left out
+# (stubs in their place, as in the handouts; book/_ext/solutions.py), in
+# book/_build/no-solutions/_build/html.
+book-no-solutions: install
+	rm -rf book/_build/no-solutions
+	CAPSEDU_BOOK_SOLUTIONS=omit $(VENV)/bin/jupyter-book build book --path-output book/_build/no-solutions \
+		--warningiserror --nitpick --keep-going --all

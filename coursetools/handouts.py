@@ -72,16 +72,26 @@ def unfold(cell: nbformat.NotebookNode) -> None:
         cell.metadata.pop("tags", None)
 
 
+def without_solutions(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    r"""A copy of ``notebook`` with every solution stubbed and unfolded, and the outputs of those
+    cells removed (the stub makes none); the other cells keep their outputs, as the website
+    built without solutions shows them (book/_ext/solutions.py)."""
+    copied = copy.deepcopy(notebook)
+    for cell in copied.cells:
+        if cell.cell_type == "code" and BEGIN in cell.source:
+            unfold(cell)
+            cell.source = strip_solutions(cell.source)
+            cell.outputs, cell.execution_count = [], None
+    return copied
+
+
 def student_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     r"""A copy of ``notebook`` with solutions stubbed and unfolded, and no outputs or widget state."""
-    handout = copy.deepcopy(notebook)
+    handout = without_solutions(notebook)
     handout.metadata.pop("widgets", None)
     handout.metadata.pop("capsedu", None)  # the fingerprint describes the lesson's outputs, gone here
     for cell in handout.cells:
         if cell.cell_type == "code":
-            if BEGIN in cell.source:
-                unfold(cell)
-            cell.source = strip_solutions(cell.source)
             cell.outputs, cell.execution_count = [], None
     return handout
 

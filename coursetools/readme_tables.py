@@ -3,9 +3,10 @@ r"""The measured tables of the README and the instructors' page, written from th
     python -m coursetools.readme_tables            # rewrite the tables
     python -m coursetools.readme_tables --check    # exit 1 if a table differs from its records
 
-* README.md, ``shipped`` markers: the shipped networks, from ``capsedu/zoo/weights/NAME.json``
+* book/networks.md, ``shipped`` markers: the shipped networks, from ``capsedu/zoo/weights/NAME.json``
   (what ``python -m coursetools.train_zoo NAME`` measured);
-* README.md, ``lessons`` markers: the last column of the lesson table (time and peak memory) and
+* README.md, ``lessons`` markers: the lesson table's time column, each lesson's stated time
+  (:mod:`coursetools.syllabus`), and its last column (execution time and peak memory); and
   book/instructors.md, ``sizing`` markers: what each lesson cost, both from the execution that
   ``make execute`` recorded in each lesson's metadata;
 * benchmarks/README.md, ``adaptive`` markers: lesson 13's adaptive attacks, from
@@ -28,10 +29,12 @@ from capsedu.training.uncertainty import standard_error
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.shipped import WEIGHTS_DIR, study
 from capsedu.zoo.train import recipe_network
+from coursetools.syllabus import lesson_minutes
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 INSTRUCTORS = ROOT / "book" / "instructors.md"
+NETWORKS_PAGE = ROOT / "book" / "networks.md"
 BENCHMARKS = ROOT / "benchmarks" / "README.md"
 LESSONS = ROOT / "notebooks"
 NETWORKS = {  # name: what it is, in the README's words
@@ -121,13 +124,15 @@ def executions(lessons: Path = LESSONS) -> dict[str, dict[str, Any]]:
 
 
 def lesson_table(current: str, lessons: Path = LESSONS) -> str:
-    r"""The README's lesson table (``current``) with its last column from the recorded executions."""
-    recorded, rows = executions(lessons), []
+    r"""The README's lesson table (``current``) with each lesson's stated time and, in its last
+    column, the recorded execution."""
+    recorded, minutes, rows = executions(lessons), lesson_minutes(lessons), []
     for line in current.strip().splitlines():
         lesson = line.split("|")[1].strip().strip("`")
         if lesson in recorded:
             run = recorded[lesson]
             cells = line.rstrip().rstrip("|").split("|")
+            cells[-2] = f" {minutes[lesson[:2]]} min "
             cells[-1] = f" {run['seconds']:,.0f} s, {run['kernel_peak_rss_mib']:,} MiB "
             line = "|".join(cells) + "|"
         rows.append(line)
@@ -193,10 +198,10 @@ def adaptive_table(record: dict[str, Any]) -> str:
 def documents() -> dict[Path, str]:
     r"""Each document's text as this module writes it."""
     readme = README.read_text()
-    readme = replaced(readme, "shipped", table())
     start, end = (readme.index(m) for m in markers("lessons"))
     readme = replaced(readme, "lessons", lesson_table(readme[start + len(markers("lessons")[0]):end]))
-    return {README: readme, INSTRUCTORS: replaced(INSTRUCTORS.read_text(), "sizing", sizing_table()),
+    return {README: readme, NETWORKS_PAGE: replaced(NETWORKS_PAGE.read_text(), "shipped", table()),
+            INSTRUCTORS: replaced(INSTRUCTORS.read_text(), "sizing", sizing_table()),
             BENCHMARKS: replaced(BENCHMARKS.read_text(), "adaptive", adaptive_table(study("adaptive")))}
 
 

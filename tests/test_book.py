@@ -11,10 +11,13 @@ The browser tests are skipped only when no Chromium is installed (`apt-get insta
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import subprocess
 import sys
+import textwrap
 import zipfile
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -26,7 +29,7 @@ import pytest
 import yaml
 from a11y import AXE_RUN, axe_script
 from conftest import lesson_numbers_follow_the_plan
-from local_servers import CHROMIUM, headless_chromium
+from local_servers import CHROMIUM, free_port, headless_chromium, running, wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -35,7 +38,7 @@ BOOK = REPO / "book"
 HTML = BOOK / "_build" / "html"
 SCREENSHOTS = BOOK / "_build" / "screenshots"
 LOCAL_SCHEMES = ("file", "data", "blob", "about", "chrome-error")
-OFFLINE = ("--disable-quic", "--host-resolver-rules=MAP * ~NOTFOUND")  # the network is cut for the page
+OFFLINE = ("--disable-quic", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")  # the network is cut, but for this machine
 
 
 def toc_lessons() -> list[str]:
@@ -237,12 +240,60 @@ def test_the_class_hub_button_opens_the_lesson_as_make_hub_links_it() -> None:
     assert [b["url"] for b in context["header_buttons"]] == [link]
     config = yaml.safe_load((BOOK / "_config.yml").read_text())["sphinx"]["config"]
     assert (config["capsedu_hub_url"], config["capsedu_learner_repository"]) == ("", "")  # a deployment sets them
-    for repository, buttons in (("", {}), ("https://github.com/o/capsedu", {"binderhub_url": "https://mybinder.org"})):
-        theme = {"repository_url": repository, "launch_buttons": {}}  # Binder only with a repository
-        launch.binder_when_a_repository_is_named(None, SimpleNamespace(
-            html_theme_options=theme, capsedu_binderhub_url=config["capsedu_binderhub_url"]))
-        assert theme["launch_buttons"] == buttons
     assert "capsedu_hub_url" in (BOOK / "instructors.md").read_text()
+
+
+def test_binder_opens_the_workspace_and_colab_the_lesson_where_a_repository_is_named() -> None:
+    """book/_ext/hub_launch.py: with a repository named, a lesson page's Binder button opens the
+    lesson in the workspace that postBuild makes (as `make lab` would), its Colab button the
+    lesson's notebook on GitHub; no repository, another page or the edition without solutions
+    (both buttons hand out the whole repository): no button."""
+    launch = book_extension("hub_launch")
+    page = "notebooks/03_dynamic_routing"
+    github = "https://github.com/someone/capsedu"
+    assert launch.binder_link("https://mybinder.org", github, "main", page) == (
+        "https://mybinder.org/v2/gh/someone/capsedu/main?urlpath=lab%2Ftree%2Fworkspace%2F03_dynamic_routing.ipynb")
+    other = launch.binder_link("https://mybinder.org/", "https://git.example.org/capsedu.git", "v1", page)
+    assert other == ("https://mybinder.org/v2/git/https%3A%2F%2Fgit.example.org%2Fcapsedu.git/v1"
+                     "?urlpath=lab%2Ftree%2Fworkspace%2F03_dynamic_routing.ipynb")
+    assert launch.colab_link(github, "main", page) == (
+        "https://colab.research.google.com/github/someone/capsedu/blob/main/notebooks/03_dynamic_routing.ipynb")
+    assert launch.colab_link("https://git.example.org/capsedu.git", "main", page) is None
+    assert launch.binder_link("https://mybinder.org", github, "main", "setup") is None
+    assert launch.binder_link("https://mybinder.org", "", "main", page) is None
+    postbuild = (REPO / "postBuild").read_text()
+    assert "coursetools.workspace update" in postbuild, "Binder's image would have no workspace to open"
+    for repository, solutions, expected in ((github, "show", ["Binder", "Colab"]), ("", "show", []),
+                                            (github, "omit", [])):
+        app = SimpleNamespace(config=SimpleNamespace(
+            html_theme_options={"repository_url": repository}, capsedu_binderhub_url="https://mybinder.org",
+            capsedu_solutions=solutions))
+        context = {"header_buttons": []}
+        launch.add_cloud_buttons(app, page, "page.html", context, None)
+        assert [b["text"] for b in context["header_buttons"]] == expected, (repository, solutions)
+
+
+def test_the_publishing_workflow_builds_what_the_makefile_builds(tmp_path: Path) -> None:
+    """.github/workflows/book.yml: a make target that exists for each edition, the folder that
+    target writes uploaded, and the step that names the repository on the site really sets
+    `repository: url:` in book/_config.yml."""
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "book.yml").read_text())
+    steps = workflow["jobs"]["build"]["steps"]
+    script = next(s["run"] for s in steps if s.get("name") == "Build the site")
+    makefile = (REPO / "Makefile").read_text()
+    for target, folder in (("book", "book/_build/html"), ("book-no-solutions", "book/_build/no-solutions/_build/html")):
+        assert f"make {target} && echo \"SITE={folder}\"" in script, target
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"the Makefile has no target {target}"
+    assert "--path-output book/_build/no-solutions" in makefile
+    assert next(s for s in steps if "upload-pages-artifact" in s.get("uses", ""))["with"]["path"] == "${{ env.SITE }}"
+    naming = next(s["run"] for s in steps if s.get("name") == "Name this repository on the site")
+    program = naming.split("<<'PY'\n", 1)[1].rsplit("PY", 1)[0].replace(
+        "${{ github.server_url }}/${{ github.repository }}", "https://github.com/someone/capsedu")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "_config.yml").write_text((BOOK / "_config.yml").read_text())  # a copy: the site may be building
+    subprocess.run([sys.executable, "-c", textwrap.dedent(program)], cwd=tmp_path, check=True)
+    config = yaml.safe_load((tmp_path / "book" / "_config.yml").read_text())
+    assert config["repository"]["url"] == "https://github.com/someone/capsedu"
 
 
 def test_mathjax_and_widget_renderer_are_shipped(site: Path) -> None:
@@ -480,19 +531,117 @@ def test_every_page_passes_axe_wcag_2_1_aa(site: Path, page: BookPage) -> None:
 
 
 def test_landing_page_in_chromium(site: Path, page: BookPage) -> None:
-    """The landing page: Eq. 1 typeset, a course map linking every lesson, nothing remote."""
+    """The landing page answers a visitor's first questions: who the course is for, what it needs,
+    what a learner can do at the end, how long it takes (the lessons' own stated times, added up),
+    a "Start with lesson 00" action and three ways to use it; Eq. 1 typeset, a course map linking
+    every lesson with its time, nothing remote; screenshots at desktop and phone width."""
+    from coursetools.syllabus import CORE, hours, lesson_minutes
+
     page.open((site / "intro.html").as_uri())
     assert page.wait_for(WAIT_FOR_MATHJAX), "intro.html: MathJax never started"
     state = page.evaluate(RENDERED)
     assert state["maths"] > 0 and state["typeset"] == state["maths"], state
-    cards = page.evaluate("[...document.querySelectorAll('main .sd-card a')]"
+    cards = page.evaluate("[...document.querySelectorAll('main section#course-map .sd-card a')]"
                           ".map(a => a.getAttribute('href').split('#')[0])")
     assert cards == [f"{d}.html" for d in toc_lessons()], cards
     assert not [u for u in page.requests() if urlsplit(u).scheme not in LOCAL_SCHEMES]
     assert not page.failures(), page.failures()
-    assert f"version {course_download().course_version()} of the course" in page.evaluate(
-        "document.querySelector('main').innerText"), "the front page does not name the course's version"
+    text = page.evaluate("document.querySelector('main').innerText").replace("\u2019", "'")
+    assert f"version {course_download().course_version()} of the course" in text, \
+        "the front page does not name the course's version"
+    for heading in ("Who it is for", "What you will be able to do", "How long it takes", "Three ways to use it"):
+        assert heading in text, f"the front page has no section {heading!r}"
+    minutes = lesson_minutes()
+    assert f"takes {hours(sum(m for n, m in minutes.items() if n in CORE))} of a learner's time" in text
+    assert f"the whole course {hours(sum(minutes.values()))}" in text, "the total is not the lessons' own"
+    for number, stated in minutes.items():
+        assert f"Lesson {number} — " in text and f"· {stated} min" in text, f"lesson {number}'s time is not on its card"
+    start = page.evaluate("[...document.querySelectorAll('main a.sd-btn')].map(a => [a.innerText, a.getAttribute('href')])")
+    assert any("Start with lesson 00" in label and href.startswith("notebooks/00_start_here.html")
+               for label, href in start), start
+    paths = page.evaluate("[...document.querySelectorAll('main .capsedu-paths .sd-card a')]"
+                          ".map(a => a.getAttribute('href').split('#')[0])")
+    assert paths == ["setup.html", "syllabus.html", "notebooks/00_start_here.html"], paths
+    assert "shows the exercises' solutions" in text, "the front page does not say that it shows the solutions"
     page.screenshot(SCREENSHOTS / "intro.png")
+    page.page.set_viewport_size({"width": 390, "height": 844})
+    page.page.screenshot(path=str(SCREENSHOTS / "intro-phone.png"))
+    page.page.set_viewport_size({"width": 1280, "height": 1600})
+
+
+def test_the_syllabus_page_plans_six_sessions_with_figures_for_slides(site: Path, page: BookPage) -> None:
+    """The teaching plan: each session of coursetools.syllabus with its lessons and their time, its
+    objectives, assignments, in-class activity and assessment, and a download of every lesson's
+    figures; screenshots at desktop and phone width."""
+    from coursetools.syllabus import SESSIONS, hours, lesson_minutes
+
+    page.open((site / "syllabus.html").as_uri())
+    text = page.evaluate("document.querySelector('main').innerText").replace("\u2019", "'")
+    minutes = lesson_minutes()
+    for k, session in enumerate(SESSIONS, start=1):
+        assert f"Session {k}" in text and session.title in text, f"session {k} is missing"
+        assert f"{hours(sum(minutes[n] for n in session.lessons))} of a learner's time" in text
+    for part in ("After it, learners can", "Assign", "In class.", "Assessment ideas.", "Figures:"):
+        assert text.count(part) >= len(SESSIONS), f"not every session has {part!r}"
+    links = page.evaluate("[...document.querySelectorAll('main a[download]')].map(a => a.getAttribute('href'))")
+    lessons = [Path(d).name for d in toc_lessons()]
+    assert links == [f"figures/{name}-figures.zip" for name in lessons], links
+    assert all((site / link).is_file() for link in links)
+    page.screenshot(SCREENSHOTS / "syllabus.png")
+    page.page.set_viewport_size({"width": 390, "height": 844})
+    page.page.screenshot(path=str(SCREENSHOTS / "syllabus-phone.png"))
+    page.page.set_viewport_size({"width": 1280, "height": 1600})
+
+
+def test_each_lessons_figures_download_as_vector_pdfs(site: Path) -> None:
+    """figures/NN_name-figures.zip: one file per figure the lesson shows (its PNG outputs, the
+    explorers' widgets aside), in order - the vector PDF of each matplotlib figure, the picture
+    itself for the few that are pictures (an explorer's snapshot) - and figures.txt naming each
+    with its text alternative."""
+    for lesson in toc_lessons():
+        notebook = json.loads((REPO / f"{lesson}.ipynb").read_text(encoding="utf-8"))
+        alts = [cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
+                for cell in notebook["cells"] for output in cell.get("outputs", [])
+                if "image/png" in output.get("data", {})]
+        name = Path(lesson).name
+        with zipfile.ZipFile(site / "figures" / f"{name}-figures.zip") as archive:
+            files = sorted((n for n in archive.namelist() if n.endswith((".pdf", ".png"))),
+                           key=lambda n: int(re.search(r"fig(\d+)\.\w+$", n)[1]))
+            assert len(files) == len(alts) > 0, f"{name}: {len(files)} files for {len(alts)} figures"
+            pdfs = [n for n in files if n.endswith(".pdf")]
+            assert len(pdfs) >= len(files) - 2, f"{name}: only {len(pdfs)} of {len(files)} figures as vector PDFs"
+            assert all(archive.read(n).startswith(b"%PDF-") for n in pdfs), f"{name}: not a PDF"
+            assert all(archive.read(n).startswith(b"\x89PNG") for n in files if n.endswith(".png"))
+            index = archive.read(f"{name}-figures/figures.txt").decode("utf-8")
+        for file, alt in zip(files, alts):
+            assert f"{Path(file).name}: {alt}" in index, f"{name}: figures.txt does not describe {file}"
+        assert "CC BY 4.0" in index and "CC BY-SA 3.0" in index
+
+
+def test_the_menus_open_on_a_phone_and_desktop_has_one_search_box(site: Path, page: BookPage) -> None:
+    """At 390 px the navigation menu (the visible ☰) opens, and a lesson link in it works; so does
+    the page's contents button. At 1280 px the page has one search box. (pydata-sphinx-theme 0.17's
+    navbar put a second `.primary-toggle` before the visible one, and its script bound that
+    one only: pydata-sphinx-theme#2451.)"""
+    phone = page.page.context.browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        phone.goto((site / "notebooks" / "01_squash.html").as_uri(), wait_until="load")
+        toggle = phone.locator(".primary-toggle:visible")
+        assert toggle.count() == 1, f"{toggle.count()} visible menu buttons at 390 px"
+        toggle.click()
+        dialog = phone.locator("#pst-primary-sidebar-modal")
+        phone.wait_for_function("document.getElementById('pst-primary-sidebar-modal').open", timeout=5000)
+        phone.screenshot(path=str(SCREENSHOTS / "phone-menu.png"))
+        dialog.get_by_role("link", name=re.compile(r"Lesson 03")).click()
+        phone.wait_for_url(re.compile(r"03_dynamic_routing\.html"), timeout=10000)
+        phone.locator(".secondary-toggle:visible").click()
+        phone.wait_for_function("document.getElementById('pst-secondary-sidebar-modal').open", timeout=5000)
+        assert "Learning objectives" in phone.locator("#pst-secondary-sidebar-modal").inner_text()
+    finally:
+        phone.close()
+    page.open((site / "notebooks" / "01_squash.html").as_uri())
+    searches = page.page.locator(".search-button-field:visible, .search-button:visible")
+    assert searches.count() == 1, f"{searches.count()} search boxes on a desktop page"
 
 
 def test_no_javascript_error_on_the_other_pages(site: Path, page: BookPage) -> None:
@@ -543,3 +692,147 @@ def test_every_self_check_answers_on_the_static_site(site: Path, page: BookPage)
             assert right == 1, f"{lesson.name}: question {q + 1} has {right} right options"
         if lesson.name.startswith("01_"):
             block.screenshot(path=str(SCREENSHOTS / f"{lesson.stem}-self-check.png"))
+
+
+def test_no_page_is_wider_than_a_phone_or_a_laptop_screen(site: Path, page: BookPage) -> None:
+    """At 390 px and at 1,280 px no page scrolls sideways: long inline code (a path, a URL)
+    breaks and wide tables scroll in their own box (book/_static/capsedu.css). Before, the hub's
+    URL made the instructors' page 1,419 px wide at 1,280, and each lesson's workspace path
+    widened its page on a phone."""
+    wide = []
+    pages = [p for p in site_pages(site) if p.name not in ("index.html", "search.html", "genindex.html")]
+    for width in (390, 1280):
+        page.page.set_viewport_size({"width": width, "height": 900})
+        for html in pages:
+            page.page.goto(html.as_uri(), wait_until="domcontentloaded")
+            scroll = page.evaluate("document.documentElement.scrollWidth")
+            if scroll > width + 1:
+                wide.append(f"{html.relative_to(site)} at {width} px: {scroll} px wide")
+    page.page.set_viewport_size({"width": 1280, "height": 1600})
+    assert not wide, "pages that scroll sideways:\n" + "\n".join(wide)
+
+
+# --- the edition without solutions, and the site served over http ----------------------------
+
+NO_SOLUTIONS = BOOK / "_build" / "no-solutions" / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def no_solutions_site(site: Path) -> Path:
+    """`make book-no-solutions`, built afresh (after the default site, which it must not touch)."""
+    result = subprocess.run(["make", "book-no-solutions"], cwd=REPO, capture_output=True, text=True,
+                            timeout=600, check=False)
+    assert result.returncode == 0, f"make book-no-solutions failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return NO_SOLUTIONS
+
+
+def solution_lines() -> dict[str, set[str]]:
+    """For each lesson, the lines of its solutions that appear nowhere else in the lesson (long
+    enough to be telling): what the edition without solutions must not show."""
+    from coursetools.handouts import BEGIN, END
+
+    found = {}
+    for lesson in toc_lessons():
+        notebook = json.loads((REPO / f"{lesson}.ipynb").read_text(encoding="utf-8"))
+        inside, lines, elsewhere = False, set(), []
+        for cell in notebook["cells"]:
+            for line in "".join(cell["source"]).splitlines():
+                marker = line.strip()
+                if marker in (BEGIN, END):
+                    inside = marker == BEGIN
+                elif inside and len(marker) >= 20 and not marker.startswith("#"):
+                    lines.add(marker)
+                else:
+                    elsewhere.append(line)
+        rest = "\n".join(elsewhere)
+        found[Path(lesson).name] = {line for line in lines if line not in rest}
+    return found
+
+
+def page_text(html: Path) -> str:
+    """What a reader sees of a page: its text without tags (code spans joined again), unescaped."""
+    import html as entities
+
+    text = entities.unescape(re.sub(r"<[^>]+>", "", html.read_text(encoding="utf-8")))
+    return text.replace("\u2019", "'")  # Sphinx's typographic apostrophes, as typed
+
+
+def shown_solutions(site: Path) -> dict[str, list[str]]:
+    """Each lesson page's solution lines that the page shows."""
+    shown = {}
+    for lesson, lines in solution_lines().items():
+        text = page_text(site / "notebooks" / f"{lesson}.html")
+        shown[lesson] = sorted(line for line in lines if line in text)
+    return shown
+
+
+def test_the_edition_without_solutions_shows_none(site: Path, no_solutions_site: Path) -> None:
+    """`make book-no-solutions`: no lesson page, downloadable notebook, search index or course
+    download holds a line of a solution or a solution marker; each exercise shows its stub and
+    both editions say which they are. The same detector finds the solutions on the default site."""
+    from coursetools.handouts import BEGIN, STUB
+
+    in_default = shown_solutions(site)
+    assert sum(map(len, in_default.values())) > 50 and all(in_default.values()), \
+        f"the detector finds too few solution lines on the default site: {({k: len(v) for k, v in in_default.items()})}"
+    leaks = {lesson: lines for lesson, lines in shown_solutions(no_solutions_site).items() if lines}
+    assert not leaks, f"solution lines on the edition without solutions: {leaks}"
+    every = set().union(*solution_lines().values())
+    for path in no_solutions_site.rglob("*"):
+        if path.suffix in (".html", ".js", ".ipynb", ".txt") and path.is_file():
+            raw = path.read_text(encoding="utf-8", errors="replace")
+            assert BEGIN not in raw, f"{path.relative_to(no_solutions_site)} holds a solution marker"
+            if path.suffix == ".ipynb":
+                sources = "\n".join("".join(c["source"]) for c in json.loads(raw)["cells"])
+                assert not [line for line in every if line in sources], f"{path.name} holds solution lines"
+    for lesson in solution_lines():
+        html = page_text(no_solutions_site / "notebooks" / f"{lesson}.html")
+        assert STUB in html, f"{lesson}: the edition without solutions shows no stub"
+        assert "leaves the exercises' solutions out" in html
+        assert "solutions are on this page" in page_text(site / "notebooks" / f"{lesson}.html")
+    assert "leaves the exercises' solutions out" in page_text(no_solutions_site / "intro.html")
+    with zipfile.ZipFile(no_solutions_site / "course" / "capsedu-course.zip") as course:
+        for name in course.namelist():
+            if re.search(r"/notebooks/(src/)?\d\d_\w+\.(ipynb|py)$", name):
+                data = course.read(name).decode("utf-8")
+                assert BEGIN not in data and not [line for line in every if line in data], \
+                    f"the course download's {name} holds a solution"
+
+
+@contextlib.contextmanager
+def served_from_a_sub_path(site: Path, tmp_path: Path, sub_path: str = "capsedu") -> Iterator[str]:
+    """The site served by an http server at http://127.0.0.1:PORT/SUB_PATH/ (as a static host
+    serves a project site); yields that address."""
+    root = tmp_path / "host"
+    root.mkdir()
+    (root / sub_path).symlink_to(site, target_is_directory=True)
+    port = free_port()
+    command = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(root)]
+    with running(command, tmp_path / "http.log") as server:
+        base = f"http://127.0.0.1:{port}/{sub_path}/"
+        wait_for(base + "intro.html", server, tmp_path / "http.log", "the http server")
+        yield base
+
+
+def test_the_site_works_served_over_http_from_a_sub_path(site: Path, page: BookPage, tmp_path: Path) -> None:
+    """A static host serves the site under a sub-path: every page's requests stay inside it and
+    load, no script fails, equations, figures and widgets render, and search finds a lesson."""
+    with served_from_a_sub_path(site, tmp_path) as base:
+        for name in ("intro.html", "syllabus.html", "notebooks/03_dynamic_routing.html", "cite.html"):
+            page.open(base + name)
+            if page.evaluate("document.querySelectorAll('main .math').length > 0"):
+                assert page.wait_for(WAIT_FOR_MATHJAX), f"{name}: MathJax never started over http"
+            state = page.evaluate(RENDERED)
+            if state["widgetViews"]:
+                assert page.wait_for("document.querySelectorAll('main .jupyter-widgets').length > 0", 30), name
+            outside = [u for u in page.requests() if not u.startswith(base)
+                       and urlsplit(u).scheme not in ("data", "blob", "about")]
+            assert not outside, f"{name}: requests outside {base}: {outside}"
+            assert not page.failures(), f"{name}: failed over http: {page.failures()}"
+            assert not page.errors(), f"{name}: JavaScript errors over http: {page.errors()}"
+            state = page.evaluate(RENDERED)
+            assert state["typeset"] == state["maths"] and state["loaded"] == state["images"], (name, state)
+        page.open(base + "search.html?q=squash")
+        assert page.wait_for("document.querySelectorAll('#search-results li').length > 0", 30)
+        links = page.evaluate("[...document.querySelectorAll('#search-results li a')].map(a => a.href)")
+        assert any(link.startswith(base + "notebooks/01_squash") for link in links), links

@@ -11,13 +11,15 @@ The repository's address is written in one place, ``repository: url:`` of ``_con
 (Jupyter Book passes it on as the theme's ``repository_url``). Pages use it through the MyST
 substitutions ``{{ repository }}`` (a sentence for the learner naming it; empty when none is set,
 so that the page offers the download alone and says nothing about deployments) and
-``{{ course_zip }}`` (the download link); ``{{ version }}`` is the course's version.
+``{{ course_zip }}`` (the download link); ``{{ version }}`` is the course's version. The edition
+without solutions (book/_ext/solutions.py) ships its lessons stubbed in the download too.
 """
 
 from __future__ import annotations
 
 import ast
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from sphinx.application import Sphinx
@@ -44,15 +46,18 @@ def course_files(repo: Path = REPO) -> list[Path]:
     return sorted(files)
 
 
-def write_course_zip(target: Path, repo: Path = REPO) -> Path:
-    r"""Write the course download to ``target`` (inside a ``capsedu-course/`` folder)."""
+def write_course_zip(target: Path, repo: Path = REPO,
+                     transform: Callable[[Path, bytes], bytes] | None = None) -> Path:
+    r"""Write the course download to ``target`` (inside a ``capsedu-course/`` folder); ``transform``
+    (relative path, bytes) -> bytes changes what a file holds (the edition without solutions)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for relative in course_files(repo):
             entry = zipfile.ZipInfo(f"capsedu-course/{relative.as_posix()}", FIXED_TIME)
             entry.external_attr = 0o644 << 16
             entry.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(entry, (repo / relative).read_bytes())
+            data = (repo / relative).read_bytes()
+            archive.writestr(entry, transform(relative, data) if transform else data)
     return target
 
 
@@ -73,7 +78,12 @@ def add_substitutions(app: Sphinx, config: Config) -> None:
 
 def write_download(app: Sphinx, exception: Exception | None) -> None:
     if exception is None and app.builder.format == "html":
-        write_course_zip(Path(app.outdir) / TARGET)
+        transform = None
+        if getattr(app.config, "capsedu_solutions", "show") == "omit":
+            from solutions import without_solutions_file  # book/_ext/solutions.py
+
+            transform = without_solutions_file
+        write_course_zip(Path(app.outdir) / TARGET, transform=transform)
 
 
 def setup(app: Sphinx) -> dict:

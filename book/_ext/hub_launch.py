@@ -12,9 +12,15 @@ lesson - the learner's copy with its exercises stubbed, pulled into ``~/capsedu`
 repository with its solutions (which is what the theme's own JupyterHub button would pull). Empty
 values (the default): no button.
 
-A Binder button (the theme's) appears only where ``repository: url:`` names a repository: the
-theme fails the build when its Binder button is configured without one, so ``capsedu_binderhub_url``
-is handed to it only then.
+Where ``repository: url:`` names the course's public repository, each lesson page also gets a
+*Binder* button (``capsedu_binderhub_url``, mybinder.org by default: repo2docker builds
+``environment.yml``, and ``postBuild`` makes the learner's workspace, so the button opens
+``workspace/NN_name.ipynb`` as ``make lab`` would) and, for a GitHub repository, a *Colab* button
+(Colab opens the course's notebook itself, solutions and outputs included, and has no capsedu
+until the learner installs it from the repository; the lesson's note says how). The theme's own
+launch buttons are not used: they would open ``book/notebooks/``, a link Colab cannot follow,
+rather than the workspace. The edition without solutions (book/_ext/solutions.py) shows neither:
+both hand out the whole repository.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 from sphinx.application import Sphinx
 
@@ -52,17 +59,54 @@ def add_hub_button(app: Sphinx, pagename: str, templatename: str, context: dict,
         "tooltip": "Open this lesson on your class's JupyterHub", "icon": "fas fa-rocket"})
 
 
-def binder_when_a_repository_is_named(app: Sphinx, config) -> None:
-    r"""Give the theme's launch buttons ``capsedu_binderhub_url``, if ``repository_url`` is set."""
-    theme = config.html_theme_options
-    if theme.get("repository_url") and config.capsedu_binderhub_url:
-        theme.setdefault("launch_buttons", {})["binderhub_url"] = config.capsedu_binderhub_url
+def github_parts(repository: str) -> tuple[str, str] | None:
+    r"""(owner, name) of a ``https://github.com/OWNER/NAME`` address, else None."""
+    parts = urlsplit(repository)
+    path = parts.path.strip("/").removesuffix(".git").split("/")
+    return (path[0], path[1]) if parts.netloc == "github.com" and len(path) == 2 else None
+
+
+def binder_link(binderhub: str, repository: str, branch: str, pagename: str) -> str | None:
+    r"""The Binder link that opens lesson page ``pagename`` in the learner's workspace; None for
+    other pages or without a repository."""
+    lesson = LESSON_PAGE.match(pagename)
+    if not (binderhub and repository and lesson):
+        return None
+    github = github_parts(repository)
+    spec = f"gh/{github[0]}/{github[1]}/{branch}" if github else f"git/{quote(repository, safe='')}/{branch}"
+    return f"{binderhub.rstrip('/')}/v2/{spec}?urlpath={quote(f'lab/tree/workspace/{lesson[1]}.ipynb', safe='')}"
+
+
+def colab_link(repository: str, branch: str, pagename: str) -> str | None:
+    r"""The Colab link that opens lesson page ``pagename``'s notebook from a GitHub repository."""
+    lesson, github = LESSON_PAGE.match(pagename), github_parts(repository)
+    if not (lesson and github):
+        return None
+    return (f"https://colab.research.google.com/github/{github[0]}/{github[1]}/blob/{branch}/"
+            f"notebooks/{lesson[1]}.ipynb")
+
+
+def add_cloud_buttons(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    r"""*Binder* and *Colab* buttons on a lesson page of the edition with solutions, when the site
+    names a repository."""
+    theme = app.config.html_theme_options or {}
+    repository, branch = theme.get("repository_url", ""), theme.get("repository_branch") or "main"
+    if "header_buttons" not in context or getattr(app.config, "capsedu_solutions", "show") != "show":
+        return
+    for text, link, tip in (
+            ("Binder", binder_link(app.config.capsedu_binderhub_url, repository, branch, pagename),
+             "Open this lesson in your workspace on Binder (free, temporary, a few minutes to start)"),
+            ("Colab", colab_link(repository, branch, pagename),
+             "Open this lesson's notebook on Google Colab (install capsedu first: see the note)")):
+        if link:
+            context["header_buttons"].append({"type": "link", "text": text, "url": link, "tooltip": tip,
+                                              "label": f"capsedu-{text.lower()}-launch", "icon": "fas fa-rocket"})
 
 
 def setup(app: Sphinx) -> dict:
     app.add_config_value("capsedu_hub_url", "", "html", types=[str])
     app.add_config_value("capsedu_learner_repository", "", "html", types=[str])
     app.add_config_value("capsedu_binderhub_url", "", "html", types=[str])
-    app.connect("config-inited", binder_when_a_repository_is_named)
     app.connect("html-page-context", add_hub_button, priority=600)  # the theme's buttons exist by then
+    app.connect("html-page-context", add_cloud_buttons, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

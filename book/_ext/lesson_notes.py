@@ -54,19 +54,39 @@ def setup_link(docname: str) -> addnodes.pending_xref:
     return xref
 
 
-def live_note(docname: str, stem: str, widgets: str) -> nodes.admonition:
-    """The admonition shown under a lesson's title."""
+def live_note(docname: str, stem: str, widgets: str, repository: str = "",
+              solutions: str = "show") -> nodes.admonition:
+    """The admonition shown under a lesson's title: where the learner runs this lesson (the
+    workspace that ``make lab`` opens, never the course's own ``notebooks/``), the repository
+    when the site names one, and whether this edition shows the exercises' solutions."""
     note = nodes.admonition(classes=["tip", "capsedu-live-note"])
     note += nodes.title(text="Run this lesson live")
+    where = [" in the course's folder (", setup_link(docname), " says how to get it and what it needs"]
+    if repository:
+        where += ["; the repository is ", nodes.reference(repository, repository, refuri=repository)]
     note += _paragraph(
-        "This page shows the lesson as it was last run. To run and change it yourself, open a "
-        "terminal in a clone of the repository, run ",
-        nodes.literal(text="make lab"),
-        " and open ",
-        nodes.literal(text=f"notebooks/{stem}.ipynb"),
-        " in JupyterLab (see ",
-        setup_link(docname),
-        ").",
+        "This page shows the lesson as it was last run. To do its exercises yourself, run ",
+        nodes.literal(text="make lab"), *where, "). JupyterLab opens your workspace: this lesson "
+        "is ", nodes.literal(text=f"workspace/{stem}.ipynb"), ", with the exercises left for you "
+        "to write, and ", nodes.literal(text=f"workspace/worked/{stem}.worked.ipynb"),
+        " is the complete lesson to compare with.",
+    )
+    if repository and solutions == "show":
+        note += _paragraph(
+            "Without installing anything: the Binder button above opens this lesson in a workspace "
+            "like make lab's, on a free temporary server (a few minutes to start; nothing is kept). "
+            "Where the repository is on GitHub, the Colab button opens the lesson's notebook itself, "
+            "solutions and outputs included; add a first cell ",
+            nodes.literal(text=f'%pip install "capsedu @ git+{repository}"'),
+            " and run it before the others (lesson 13 also needs ",
+            nodes.literal(text="%pip install --no-deps torchattacks==3.5.1"),
+            "). Both were built for but not tried from this site."
+        )
+    note += _paragraph(
+        "The exercises' solutions are on this page, folded under \u201cShow code cell source\u201d: "
+        "write your own before you open them." if solutions == "show" else
+        "This edition of the site leaves the exercises' solutions out: each exercise shows the "
+        "stub you start from."
     )
     if widgets == "frames":
         note += _paragraph(
@@ -94,7 +114,9 @@ def add_live_note(app: Sphinx, doctree: nodes.document) -> None:
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is None or not isinstance(section[0], nodes.title):
         return
-    section.insert(1, live_note(app.env.docname, match.group(1), widgets))
+    repository = (app.config.html_theme_options or {}).get("repository_url", "")
+    solutions = getattr(app.config, "capsedu_solutions", "show")
+    section.insert(1, live_note(app.env.docname, match.group(1), widgets, repository, solutions))
 
 
 def setup(app: Sphinx) -> dict:
