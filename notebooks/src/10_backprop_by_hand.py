@@ -685,11 +685,11 @@ for detach in (True, False):  # the best of three runs: the one least disturbed 
           f"{1000 * torch_seconds:.0f} ms (NumPy / torch = {numpy_seconds / torch_seconds:.2f})")
 
 # %% [markdown]
-# At the paper's size the NumPy routing took less time than `capsedu.dynamic_routing` in the run
-# stored here, both with `detach_inner=True` and through every iteration (the times and ratios
-# printed above; they move between runs and machines): hand-written NumPy is no slower here. Both
-# do the same operations in the same order on the CPU, and NumPy's `einsum` sums without first
-# building the (B, I, J, D) product that the readable torch version materialises. What NumPy
+# At the paper's size the NumPy routing and `capsedu.dynamic_routing` take times of the same order,
+# both with `detach_inner=True` and through every iteration (the times and their ratio are printed
+# above; they move between runs and machines): hand-written NumPy is not slow here. Both do the
+# same operations in the same order on the CPU, and NumPy's `einsum` sums without first building
+# the (B, I, J, D) product that the readable torch version materialises. What NumPy
 # lacks is everything around it: a GPU, autograd for new ideas, and formulations such as the fast
 # path `capsedu.DigitCaps` runs (lesson 03), which never builds $\hat{\mathbf u}$ —
 # `benchmarks/numpy_routing.py` compares the whole layer with it.
