@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import types
 import urllib.parse
 import urllib.request
@@ -113,6 +114,11 @@ def hub(tmp_path_factory) -> Iterator[dict]:
         pytest.skip(str(error))
     root = tmp_path_factory.mktemp("hub")
     folders = {name: root / name for name in ("state", "homes", "exchange", "course")}
+    # git daemon runs as nobody when make hub runs as root: its folder must be one nobody can
+    # enter (pytest's own temporary folders are private to their account)
+    public = Path(tempfile.mkdtemp(prefix="capsedu-hub-", dir="/tmp"))
+    public.chmod(0o755)
+    folders["repos"] = public / "repos"
     folders["homes"].mkdir()
     folders["course"].mkdir()
     port, hub_port, api_port, git_port = (free_port() for _ in range(4))
@@ -123,15 +129,23 @@ def hub(tmp_path_factory) -> Iterator[dict]:
     args = readme_hub_args()
     assert hub_server.parser().parse_args(args).learners == list(LEARNERS), "the README's class is the test's"
     command = [sys.executable, "-m", "coursetools.hub_server", *args, "--state", str(folders["state"]),
-               "--exchange", str(folders["exchange"]), "--git-port", str(git_port), "--config", str(config),
+               "--exchange", str(folders["exchange"]), "--repos", str(folders["repos"]),
+               "--git-port", str(git_port), "--config", str(config),
                "--url", f"http://127.0.0.1:{port}", "--no-access-check"]
     with running(command, root / "hub.log", cwd=REPO) as process:
         url = f"http://127.0.0.1:{port}"
         wait_for(f"{url}/hub/health", process, root / "hub.log", "make hub", seconds=120)
         assert (folders["exchange"].stat().st_mode & 0o7777) == 0o1777, "the exchange must be writable by all"
         assert (folders["state"].stat().st_mode & 0o777) == 0o700, "the hub's secrets must be private"
-        yield dict(folders, url=url, repos=folders["state"] / "repos", log=root / "hub.log",
-                   repo=f"git://127.0.0.1:{git_port}/{hub_server.LEARNER_REPO}")
+        if os.geteuid() == 0:  # git daemon gave up root: its serving process is nobody's
+            owners = subprocess.run(["ps", "-o", "user=", "-C", "git-daemon"], capture_output=True,
+                                    text=True, check=False).stdout.split()
+            assert "nobody" in owners, f"git daemon's processes run as {owners}"
+        try:
+            yield dict(folders, url=url, log=root / "hub.log",
+                       repo=f"git://127.0.0.1:{git_port}/{hub_server.LEARNER_REPO}")
+        finally:
+            shutil.rmtree(public, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -481,6 +495,7 @@ def test_make_hub_runs_the_server_with_the_readmes_arguments():
     args = hub_server.parser().parse_args(readme_hub_args())
     assert (args.instructors, args.learners, args.withhold) == (["instructor"], list(LEARNERS), [LESSON])
     assert (args.state, args.exchange) == (Path("/srv/capsedu-hub"), Path("/srv/nbgrader/exchange"))
+    assert (args.repos, args.git_user) == (Path("/srv/capsedu-repos"), "nobody")
 
 
 def test_the_access_check_names_what_learner_accounts_cannot_enter():
@@ -514,7 +529,101 @@ def test_the_access_check_agrees_with_an_account_that_is_not_root():
     assert (result.returncode == 0) == (not problems), f"check: {problems}; nobody: {result.stderr[-500:]}"
 
 
-def test_prepare_folders_makes_the_secrets_private_and_the_exchange_shared(tmp_path):
-    hub_server.prepare_folders(tmp_path / "state", tmp_path / "srv" / "exchange")
+def test_prepare_folders_creates_what_is_absent_and_never_changes_what_exists(tmp_path):
+    folders = {"state": tmp_path / "state", "exchange": tmp_path / "srv" / "exchange",
+               "repos": tmp_path / "srv" / "repos"}
+    assert hub_server.prepare_folders(folders) == list(folders.values())
     assert (tmp_path / "state").stat().st_mode & 0o7777 == 0o700
     assert (tmp_path / "srv" / "exchange").stat().st_mode & 0o7777 == 0o1777
+    assert (tmp_path / "srv" / "repos").stat().st_mode & 0o7777 == 0o755
+    assert hub_server.prepare_folders(folders) == []  # as it made them: nothing to do, nothing to say
+    shared = tmp_path / "srv-like"  # `--state /srv`: an existing folder other accounts use
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    (shared / "someone-elses").mkdir()
+    with pytest.raises(SystemExit, match=rf"--state {shared} is drwxr-xr-x.*mode 700.*chmod 700 {shared}"):
+        hub_server.prepare_folders({**folders, "state": shared})
+    assert shared.stat().st_mode & 0o7777 == 0o755, "make hub changed a folder it did not create"
+    folders["exchange"].chmod(0o755)
+    with pytest.raises(SystemExit, match=r"--exchange .* mode 1777"):
+        hub_server.prepare_folders(folders)
+    assert folders["exchange"].stat().st_mode & 0o7777 == 0o755
+
+
+def test_the_tamper_check_names_what_another_account_could_change():
+    """What root runs must not lie where another account can write: a folder owned by someone else,
+    or writable by group or others, on the way to it or inside it (a sticky folder such as /tmp
+    protects what others do not own)."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:  # /tmp: sticky and writable by all
+        root = Path(folder)
+        (root / "clone" / "coursetools").mkdir(parents=True)
+        code = root / "clone" / "coursetools" / "hub_server.py"
+        code.write_text("print('hub')\n")
+        (root / "clone" / ".lock").write_text("")  # uv's lock file: 666 by design, never run
+        (root / "clone" / ".lock").chmod(0o666)
+        for path in (root, root / "clone", root / "clone" / "coursetools", code):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        assert hub_server.tamper_problems({"the clone": root / "clone"}) == []
+        code.chmod(0o646)
+        assert hub_server.tamper_problems({"the clone": root / "clone"}) == [
+            f"the clone: {code} is writable by others (-rw-r--rw-)"]
+        code.chmod(0o644)
+        (root / "clone").chmod(0o775)
+        assert hub_server.tamper_problems({"its Python": code}) == [
+            f"its Python: {root / 'clone'} is writable by its group (drwxrwxr-x)"]
+        (root / "clone").chmod(0o755)
+        if os.geteuid() == 0:
+            os.chown(code, 65534, -1)  # nobody's
+            assert hub_server.tamper_problems({"the clone": root / "clone"}) == [
+                f"the clone: {code} belongs to uid 65534"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("git") is None, reason="needs root and git")
+def test_git_daemon_gives_up_root_and_still_serves_the_learner_repository():
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:
+        repos = Path(folder) / "repos"
+        hub_server.prepare_folders({"repos": repos})
+        Path(folder).chmod(0o755)
+        subprocess.run(["git", "init", "--quiet", "--bare", str(repos / "r")], check=True)
+        port = free_port()
+        command = hub_server.git_daemon(repos, port, "nobody")
+        assert command[:3] == ["git", "-c", "safe.directory=*"] and "--user=nobody" in command
+        with running(command, Path(folder) / "daemon.log") as daemon:
+            for _ in range(50):
+                listed = subprocess.run(["git", "ls-remote", f"git://127.0.0.1:{port}/r"],
+                                        capture_output=True, text=True, check=False)
+                if listed.returncode == 0 or daemon.poll() is not None:
+                    break
+                time.sleep(0.1)
+            owners = subprocess.run(["ps", "-o", "user=", "--ppid", str(daemon.pid)], capture_output=True,
+                                    text=True, check=False).stdout.split()
+        assert listed.returncode == 0, listed.stderr + (Path(folder) / "daemon.log").read_text()
+        assert owners and set(owners) == {"nobody"}, f"git daemon serves as {owners}"
+
+
+def test_the_proxy_is_installed_from_its_lockfile_with_integrity_checked(tmp_path):
+    """configurable-http-proxy comes from classroom/proxy/package-lock.json by `npm ci
+    --ignore-scripts` (never an unpinned `npm install` as root), and a lockfile whose hash does
+    not match what the registry serves is refused."""
+    if shutil.which("npm") is None or shutil.which("configurable-http-proxy"):
+        pytest.skip("needs npm, and no configurable-http-proxy on PATH")
+    lock = json.loads((hub_server.PROXY_LOCK / "package-lock.json").read_text())
+    pinned = lock["packages"]["node_modules/configurable-http-proxy"]
+    assert pinned["integrity"].startswith("sha512-") and all(
+        "integrity" in entry for name, entry in lock["packages"].items() if name)
+    try:
+        command = hub_server.proxy_command(tmp_path / "cache")
+    except RuntimeError as error:
+        pytest.skip(f"the npm registry cannot be reached: {error}")
+    installed = json.loads((tmp_path / "cache" / "node_modules" / "configurable-http-proxy" / "package.json").read_text())
+    assert installed["version"] == pinned["version"] and Path(command).exists()
+    assert (tmp_path / "cache" / "package-lock.json").read_bytes() == \
+        (hub_server.PROXY_LOCK / "package-lock.json").read_bytes(), "not installed from the committed lockfile"
+    assert hub_server.proxy_command(tmp_path / "cache") == command  # installed once
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    shutil.copyfile(hub_server.PROXY_LOCK / "package.json", forged / "package.json")
+    lock["packages"]["node_modules/configurable-http-proxy"]["integrity"] = "sha512-" + "A" * 86 + "=="
+    (forged / "package-lock.json").write_text(json.dumps(lock))
+    with pytest.raises(RuntimeError, match="npm ci could not install"):
+        hub_server.proxy_command(tmp_path / "cache2", lock=forged)
