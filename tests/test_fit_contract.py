@@ -64,6 +64,28 @@ def test_a_nan_loss_stops_training_before_its_step_and_names_the_batch():
         assert torch.equal(found, expected), f"{name} changed after the non-finite loss"
 
 
+def test_a_finite_loss_with_nan_gradients_stops_before_its_step():
+    """sqrt(0 * loss) is 0, a finite loss, but its gradient is NaN (d sqrt(x)/dx at 0 times 0):
+    without the gradient check the optimizer would write NaN into every weight."""
+    data = batches(4)
+    before = tiny()
+    after_two, stopped = copy.deepcopy(before), copy.deepcopy(before)
+    fit(after_two, data[:2], epochs=1, progress=False)
+    calls = []
+
+    def objective(network, images, labels):  # batch 2's loss is finite, its gradient is not
+        loss = network.loss(images, labels)
+        calls.append(len(calls))
+        if len(calls) == 3:
+            loss = Loss(loss.value + torch.sqrt(0 * loss.value), loss.correct)
+        return loss
+
+    with pytest.raises(FloatingPointError, match=r"gradient became non-finite .*batch 2 of this pass .*after 8 images"):
+        fit(stopped, data, epochs=1, objective=objective, progress=False)
+    for (name, expected), found in zip(after_two.state_dict().items(), stopped.state_dict().values()):
+        assert torch.equal(found, expected), f"{name} changed after the non-finite gradient"
+
+
 # 2. A user's optimizer is used as given.
 
 def test_a_users_optimizer_keeps_its_rate_without_a_schedule():

@@ -7,6 +7,7 @@ declares one. Each kind needs a tiny config here (the test fails for a kind with
 """
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import pkgutil
@@ -92,6 +93,19 @@ def test_the_network_is_registered_and_built_from_its_config(kind):
 
 
 @pytest.mark.parametrize("kind", sorted(NETWORKS))
+def test_every_parameter_is_a_plain_contiguous_tensor(kind):
+    """No parameter is a view (a transposed W, a slice): `.view(-1)`, optimizers' foreach kernels
+    and DDP's buckets expect each parameter to own contiguous memory."""
+    model = NETWORKS[kind](TINY[kind])
+    views = [name for name, p in model.named_parameters()
+             if not p.is_contiguous() or p.storage_offset() != 0
+             or p.untyped_storage().nbytes() != p.numel() * p.element_size()]
+    assert not views, f"{kind}: parameters that are views of other memory: {views}"
+    for p in model.parameters():
+        p.detach().view(-1)  # raises for a non-contiguous parameter
+
+
+@pytest.mark.parametrize("kind", sorted(NETWORKS))
 def test_one_fit_epoch_trains_the_network_with_its_default_loss(kind):
     capsedu.set_seed(0)
     model = NETWORKS[kind](TINY[kind])
@@ -125,3 +139,24 @@ def test_a_one_epoch_recipe_of_the_kind_trains_it(kind):
     assert history["epoch"] == [1] and torch.isfinite(torch.tensor(history["train_loss"])).all()
     assert changed(before, model), f"{kind}: the recipe changed no weight"
     assert next(model.parameters()).device.type == "cpu"  # device=None: where the network was built
+
+
+def test_recipes_draw_from_their_seed_and_leave_the_callers_random_state_alone():
+    """recipe_network and train_recipe seed forked copies of torch's generator: the same recipe
+    gives the same weights and the same trained network (dropout included: the CNN), and the
+    caller's random numbers come out as if neither had run."""
+    recipe = Recipe(kind="cnn", config=TINY["cnn"].to_dict(), epochs=1, batch_size=4, lr=1e-2, seed=3)
+    torch.manual_seed(11)
+    expected = torch.rand(5)
+    torch.manual_seed(11)
+    first = recipe_network(recipe)
+    trained, _ = train_recipe(recipe, random_digits(), progress=False)
+    assert torch.equal(torch.rand(5), expected), "the caller's random state moved"
+    second = recipe_network(recipe)
+    again, _ = train_recipe(recipe, random_digits(), progress=False)
+    for (name, a), b, c, d in zip(first.state_dict().items(), second.state_dict().values(),
+                                  trained.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b), f"{name}: recipe_network drew other weights for the same seed"
+        assert torch.equal(c, d), f"{name}: train_recipe trained the same recipe to other weights"
+    other = recipe_network(dataclasses.replace(recipe, seed=4))
+    assert not all(torch.equal(a, b) for a, b in zip(first.parameters(), other.parameters()))

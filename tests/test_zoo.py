@@ -19,9 +19,9 @@ from capsedu.data.transforms import on_canvas
 from capsedu.nets.multi_digit import label_hits
 from capsedu.nets.registry import network_class
 from capsedu.training.hardware import reuse_large_allocations
-from capsedu.zoo.recipe_data import fixed_pairs
 from capsedu.zoo.recipes import RECIPES, Recipe
-from capsedu.zoo.shipped import WEIGHTS_DIR, available, correct_on_test
+from capsedu.zoo.shipped import WEIGHTS_DIR, available, correct_on_test, study
+from coursetools.recipe_data import fixed_pairs
 
 pytestmark = pytest.mark.artefacts
 
@@ -81,6 +81,18 @@ def test_pretrained_loads_an_eval_mode_capsnet_with_the_recorded_config():
     assert model.config == capsedu.CapsNetConfig.cpu()
 
 
+@pytest.mark.parametrize("name", ["efficient", "fashion_efficient"])
+def test_checkpoints_saved_with_a_transposed_w_load_into_a_contiguous_one(name):
+    """Efficient-CapsNet's W was once a transposed view; its shipped checkpoints, saved then, load
+    into today's contiguous parameter with the same values."""
+    stored = torch.load(WEIGHTS_DIR / pretrained_metrics(name)["checkpoint"], weights_only=True)
+    saved_w = stored["state_dict"]["digits.W"]  # the layer's earlier name; (I, J, D, D_in)
+    assert not saved_w.is_contiguous(), "the shipped checkpoint no longer holds the transposed view"
+    model = pretrained(name)
+    assert model.class_caps.W.is_contiguous()
+    assert torch.equal(model.class_caps.W.detach(), saved_w.float())
+
+
 def test_tampered_checkpoint_is_refused(weights_copy):
     pretrained("capsnet", weights_dir=weights_copy)  # an intact copy loads
     path = weights_copy / "capsnet.pt"
@@ -89,6 +101,15 @@ def test_tampered_checkpoint_is_refused(weights_copy):
     path.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="fails its checksum"):
         pretrained("capsnet", weights_dir=weights_copy)
+
+
+@pytest.mark.parametrize("name", ["../weights/capsnet", "capsnet/../cnn", "/etc/passwd", "capsnet.json", ""])
+def test_a_name_that_is_a_path_is_refused(name):
+    """pretrained and study build a file name from `name`: a path must never reach the file system."""
+    with pytest.raises((ValueError, TypeError), match=r"name must be"):
+        pretrained(name)
+    with pytest.raises((ValueError, TypeError), match=r"name must be one of the names it lists .*'adaptive'"):
+        study(name)
 
 
 def test_missing_and_inconsistent_files_give_clear_errors(weights_copy):

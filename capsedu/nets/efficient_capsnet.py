@@ -28,6 +28,8 @@ Shape legend:
     D_in   primary capsule dimension (8)
     J      class capsules (10)
     D      class capsule dimension (16)
+    H      height
+    W      width
 """
 
 from __future__ import annotations
@@ -82,9 +84,9 @@ class SelfAttentionCaps(nn.Module):
 
     ``W`` (I, J, D, D_in) - the layout of :class:`capsedu.nets.routing.DigitCaps` - starts
     He-normal with the fan-in the authors' Keras code computes (J * I * D_in), so that a fresh
-    network starts where theirs does. It is drawn, and kept in memory, in their (I, J, D_in, D)
-    order and seen through a transposed view, so that a seed gives the numbers, and the einsum
-    the floating-point results, that it gave before the shape changed.
+    network starts where theirs does. It is drawn in their (I, J, D_in, D) order, so that a seed
+    gives the numbers it gave before the shape changed, and stored as a plain contiguous tensor in
+    (I, J, D, D_in) (checkpoints of the earlier transposed view load into it unchanged).
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int) -> None:
@@ -92,7 +94,7 @@ class SelfAttentionCaps(nn.Module):
         self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
         std = math.sqrt(2.0 / (out_caps * in_caps * in_dim))
         drawn = std * torch.randn(in_caps, out_caps, in_dim, out_dim)  # (I, J, D_in, D) in memory
-        self.W = nn.Parameter(drawn.transpose(-1, -2))  # (I, J, D, D_in): a view of it
+        self.W = nn.Parameter(drawn.transpose(-1, -2).contiguous())  # (I, J, D, D_in)
         self.prior = nn.Parameter(torch.zeros(in_caps, out_caps))  # (I, J)
 
     def prediction_vectors(self, u: torch.Tensor) -> torch.Tensor:

@@ -8,8 +8,10 @@ margin), any function of that signature, or, when none is given, the network's o
 Optimiser and learning-rate schedule: :mod:`capsedu.training.schedule` (Adam with
 learning rate ``lr``, or the user's own ``optimizer``, used as given).
 
-The loss of each training batch is checked before its backward pass: a NaN or infinite loss
-raises ``FloatingPointError`` naming the batch, and the weights stay as the batch before left them.
+The loss of each training batch is checked before its backward pass, and its gradients before the
+optimizer's step: a NaN or infinite loss, or a finite loss whose gradient holds a NaN or an
+infinity, raises ``FloatingPointError`` naming the batch, and the weights stay as the batch before
+left them.
 
 ``device=None`` (the default of :func:`fit` and :func:`evaluate`) means the model's own device
 (:func:`~capsedu.training.hardware.model_device`): ``fit`` moves the model to an explicit
@@ -115,6 +117,7 @@ def _run_epoch(model: torch.nn.Module, loader: Iterable[Batch], device: torch.de
         if optimizer is not None:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            _finite_gradients(optimizer, index, seen)  # a finite loss can still have NaN gradients
             optimizer.step()
             if batch_scheduler is not None:
                 batch_scheduler.step()
@@ -137,6 +140,18 @@ def _finite_loss(loss: torch.Tensor, index: int, seen: int) -> float:
                                  f"from 0, after {seen} images); no step was taken from it. When "
                                  "training, lower the learning rate; check the data for NaN/inf")
     return value
+
+
+def _finite_gradients(optimizer: torch.optim.Optimizer, index: int, seen: int) -> None:
+    r"""``FloatingPointError`` naming the batch if a gradient the optimizer would apply holds a NaN
+    or an infinity (a finite loss can: the square root of a zero, a division by a zero length)."""
+    grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    norm = float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
+    if not math.isfinite(norm):
+        raise FloatingPointError(f"the gradient became non-finite (norm {norm}) at batch {index} of this "
+                                 f"pass (counting from 0, after {seen} images) although the loss was "
+                                 "finite; no step was taken from it. Look for a square root or a "
+                                 "division at zero in the objective or the network (lesson 01's ε)")
 
 
 def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:

@@ -18,6 +18,9 @@ networks ``"fashion_capsnet"``, ``"fashion_cnn"`` and ``"fashion_efficient"``.
 ``capsedu/zoo/studies/`` holds the results of experiments run on the shipped recipes with the
 scripts in ``benchmarks/`` (for example ``detach_inner.json``), which lessons print with
 :func:`study`.
+
+Shape legend:
+    N      images of a dataset (or pairs, items)
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,7 @@ from capsedu.training.uncertainty import with_error
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 STUDIES_DIR = Path(__file__).parent / "studies"
 DEFAULT = "capsnet"
+NAME = re.compile(r"[A-Za-z0-9_]+")  # a shipped network's or a study's name: a file stem, no path
 
 
 def available(weights_dir: str | os.PathLike | None = None) -> list[str]:
@@ -47,10 +52,20 @@ def available(weights_dir: str | os.PathLike | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json") if p.with_suffix(".pt").is_file())
 
 
+def require_listed_name(what: str, name: object, listed: list[str]) -> str:
+    r"""``name`` if it can name a file of the folder (letters, digits, underscores: no path such
+    as ``"../x"``); else ``ValueError`` naming the argument and the names that folder lists."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ValueError(f"{what} must be one of the names it lists ({', '.join(map(repr, listed)) or 'none'}), "
+                         f"got {name!r}")
+    return name
+
+
 def shipped_paths(name: str, weights_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
     r"""``(checkpoint, metrics JSON)`` of the shipped network ``name``."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a non-empty str such as {DEFAULT!r}, got {name!r}")
+    require_listed_name("name", name, available(weights_dir))
     folder = Path(weights_dir) if weights_dir is not None else WEIGHTS_DIR
     return folder / f"{name}.pt", folder / f"{name}.json"
 
@@ -151,6 +166,7 @@ def record_summary(name: str, metrics: dict[str, Any]) -> str:
 
 def study(name: str) -> dict[str, Any]:
     r"""The recorded result of experiment ``name`` (``capsedu/zoo/studies/NAME.json``)."""
+    require_listed_name("name", name, sorted(p.stem for p in STUDIES_DIR.glob("*.json")))
     path = STUDIES_DIR / f"{name}.json"
     if not path.is_file():
         known = sorted(p.stem for p in STUDIES_DIR.glob("*.json"))

@@ -14,19 +14,23 @@ The command that trains the shipped networks and writes their records (``NAME.pt
 Shape legend:
     B      batch size
     C      channels;  H, W  height and width
+    N      images of a dataset (or pairs, items)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 
 import torch
 
 from capsedu._history import History
+from capsedu._validate import require_int
 from capsedu.data.augment import random_flip, random_warp
 from capsedu.data.mnist import MNISTData, batch_loader, random_shift
 from capsedu.data.multimnist import FreshPairs
+from capsedu.data.transforms import CANVAS
 from capsedu.nets.registry import build_network
 from capsedu.training.distributed import (
     ShardedBatches,
@@ -39,15 +43,41 @@ from capsedu.training.distributed import (
 from capsedu.training.hardware import model_device
 from capsedu.training.loop import EpochCallback, fit, resolve_objective
 from capsedu.training.objectives import Objective, objective_from_dict
-from capsedu.training.seeding import set_seed
-from capsedu.zoo.recipe_data import padded
 from capsedu.zoo.recipes import Recipe
 
 
 def recipe_network(recipe: Recipe) -> torch.nn.Module:
-    r"""A fresh network of ``recipe.kind``, its weights drawn after seeding with ``recipe.seed``."""
-    set_seed(recipe.seed)
-    return build_network(recipe.kind, recipe.config)
+    r"""A fresh network of ``recipe.kind``, its weights drawn from ``recipe.seed``; the caller's
+    random state is left as it was (the draws happen on a forked copy of torch's generator)."""
+    with _seeded(recipe.seed, torch.device("cpu")):
+        return build_network(recipe.kind, recipe.config)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int, device: torch.device) -> Iterator[None]:
+    r"""Inside the block torch's generators (the CPU's, and ``device``'s if it is a GPU) start
+    from ``seed``; after it they are as they were before."""
+    require_int("seed", seed, minimum=0, maximum=2 ** 32 - 1)
+    gpus = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=gpus):
+        torch.manual_seed(seed)
+        yield
+
+
+def require_canvas(canvas: int) -> int:
+    r"""``canvas`` if a recipe may train on it (28, or the 40 x 40 of lesson 08's protocol)."""
+    if canvas not in (28, CANVAS):
+        raise ValueError(f"recipe.canvas must be 28 or {CANVAS}, got {canvas!r}")
+    return canvas
+
+
+def padded(digits: MNISTData, canvas: int) -> MNISTData:
+    r"""``digits`` centred on a black ``canvas`` x ``canvas`` image (28: unchanged)."""
+    if require_canvas(canvas) == digits.images.shape[-1]:
+        return digits
+    pad = (canvas - digits.images.shape[-1]) // 2
+    return MNISTData(torch.nn.functional.pad(digits.images, [pad] * 4), digits.labels,  # (N, C, 40, 40)
+                     f"{digits.source}, padded to {canvas}x{canvas}")
 
 
 def recipe_objective(recipe: Recipe) -> Objective | None:
@@ -72,7 +102,20 @@ def train_recipe(recipe: Recipe, train_data: MNISTData, *, model: torch.nn.Modul
     a step equals one process's step on the whole batch. ``on_epoch_end`` runs on every rank
     (give it on one rank, None on the others); ``progress`` shows on rank 0 only.
     """
-    model = recipe_network(recipe) if model is None else model
+    where = torch.device(device) if device is not None else (
+        model_device(model) if model is not None else torch.device("cpu"))
+    with _seeded(recipe.seed, where):
+        # equal recipes give equal runs: the weights (when built here) and the training's own draws
+        # (dropout) come from recipe.seed, and the caller's random state is left as it was
+        if model is None:
+            model = build_network(recipe.kind, recipe.config)
+        return _train(recipe, train_data, model, on_epoch_end, progress, device, world)
+
+
+def _train(recipe: Recipe, train_data: MNISTData, model: torch.nn.Module,
+           on_epoch_end: EpochCallback | None, progress: bool, device: str | torch.device | None,
+           world: World | None) -> tuple[torch.nn.Module, History]:
+    r""":func:`train_recipe`'s work, on one process or several, once the random state is seeded."""
     device = model_device(model) if device is None else torch.device(device)
     world = World() if world is None else world
     batches, augment, epoch_size = _recipe_batches(recipe, padded(train_data, recipe.canvas))
