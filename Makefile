@@ -10,7 +10,8 @@ STAMP  := $(VENV)/.capsedu-installed
 
 install: $(STAMP)
 
-# A learner needs the course's runtime only (`make lab`: no nbgrader, no test or book tools);
+# A learner needs the course's runtime and its workspace tools only (`make lab`: ".[course]", no
+# nbgrader, no test or book tools);
 # `make test` and the other development targets install the dev extras into the same .venv.
 # uv (from PyPI) installs torch in seconds from its cache; plain pip is the fallback. Both
 # compile the bytecode at install time (uv only when asked): where PYTHONDONTWRITEBYTECODE is set,
@@ -33,7 +34,7 @@ endef
 
 LEARNER_STAMP := $(VENV)/.capsedu-learner-installed
 $(LEARNER_STAMP): pyproject.toml
-	$(call pip_install,.)
+	$(call pip_install,.[course])
 	@touch $@
 
 # Instructors who grade: nbgrader and nbgitpuller besides the learner's set.

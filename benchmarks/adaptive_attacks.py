@@ -34,6 +34,8 @@ network (the EM network too), at each eps (L-infinity, pixels in [0, 1]):
 The white-box attacks of step 2 follow the first view (the true gradient). Each row keeps its
 per-image results (packed, :func:`capsedu.unpack_correct`) so that networks compare paired. The
 result is ``capsedu/zoo/studies/adaptive.json`` by default.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from capsedu.nets.capsnet import CapsNet
 from capsedu.nets.matrix_capsnet import MatrixCapsNet
 from capsedu.training.paired import pack_correct
 from capsedu.zoo.shipped import STUDIES_DIR
+from coursetools.out_paths import outside_installed_packages
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--out", type=Path, default=STUDIES_DIR / "adaptive.json")
     args = parser.parse_args(argv)
+    args.out = outside_installed_packages(args.out, "--out")  # before any work
     torch.set_num_threads(2)
     load_before, start = os.getloadavg(), time.perf_counter()
     settings = {"library": TORCHATTACKS, "pgd_steps": PGD_STEPS, "apgd_steps": APGD_STEPS,

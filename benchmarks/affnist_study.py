@@ -14,6 +14,8 @@ packed) for paired comparisons. It copies each network's per-epoch validation cu
 ``capsedu/zoo/studies/seeds40/`` (``python -m coursetools.train_zoo capsnet40 cnn40 --seed 1
 --out-dir DIR``; their records, without weights). Writes
 ``capsedu/zoo/studies/affnist40.json``, which lesson 08 prints.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 import capsedu
 from capsedu.data.transforms import AFFNIST_RANGES, PARTS, affnist_like_40, on_canvas
 from capsedu.zoo.shipped import STUDIES_DIR, pretrained_metrics
+from coursetools.out_paths import outside_installed_packages
 
 from .measure import scored
 
@@ -62,6 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--images", type=int, default=None, help="a class-balanced subset (default: all)")
     parser.add_argument("--out", type=Path, default=STUDIES_DIR / "affnist40.json")
     args = parser.parse_args(argv)
+    args.out = outside_installed_packages(args.out, "--out")  # before any work
     test = capsedu.load_mnist("test", root=os.environ.get("CAPSEDU_DATA"), download=False)
     test = test.subset(args.images) if args.images else test
     seeds = {net: [curves(pretrained_metrics(net))] for net in NETWORKS}

@@ -15,6 +15,8 @@ activations), glibc told to return freed memory at once so that the peak is what
 
 Writes ``capsedu/zoo/studies/comparison.json`` (lesson 12 prints it) and rewrites the table
 between the ``comparison`` markers of benchmarks/README.md.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from capsedu.training.objectives import objective_from_dict
 from capsedu.training.paired import pack_correct
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.shipped import STUDIES_DIR
+from coursetools.out_paths import outside_installed_packages
 
 NETWORKS = {"capsnet": "CapsNet, dynamic routing (2017)", "em": "Matrix capsules, EM routing (2018)",
             "efficient": "Efficient-CapsNet, self-attention (2021)", "cnn": "Baseline CNN"}
@@ -153,6 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite the engineering record's table")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.out = outside_installed_packages(args.out, "--out")  # before any work
     torch.set_num_threads(2)
     if args.memory_child:
         memory_child(args.memory_child)

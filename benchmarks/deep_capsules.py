@@ -17,6 +17,10 @@ fixed batch before training and after each epoch, and, on 1,000 validation image
 training, each routed layer's coupling spread and normalised coupling entropy
 (:mod:`capsedu.explore.critique`) and each capsule level's dead and always-on shares. The
 result is the study JSON that lesson 13 prints (``capsedu/zoo/studies/deep_capsules.json``).
+
+Shape legend:
+    B      batch size
+    J      output (upper) capsules: the classes in the last layer
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from capsedu.explore.critique import capsule_activity, coupling_entropy, couplin
 from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.deep_capsnet import DeepCapsConfig, DeepCapsNet
 from capsedu.zoo.shipped import STUDIES_DIR
+from coursetools.out_paths import outside_installed_packages
 
 HIDDEN = {1: (), 2: ((32, 12),), 3: ((32, 12), (32, 12))}  # routed layers -> hidden (capsules, dim)
 INITS = ("default", "calibrated")
@@ -104,6 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=STUDIES_DIR / "deep_capsules.json")
     args = parser.parse_args(argv)
+    args.out = outside_installed_packages(args.out, "--out")  # before any work
     torch.set_num_threads(2)
     train = load_split("train", download=False, verbose=False)
     train = capsedu.MNISTData(train.images[:args.images], train.labels[:args.images],

@@ -13,6 +13,8 @@ standard error), the epoch and training time at which 98.5 % was first reached o
 the training time, and the load average. ``--epochs`` shortens the recipe (its one-cycle schedule
 shrinks with it). The result is written as the study JSON that lesson 03
 prints (``capsedu/zoo/studies/detach_inner.json`` by default).
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 
 from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.shipped import STUDIES_DIR
+from coursetools.out_paths import outside_installed_packages
 from coursetools.train_zoo import train_shipped
 
 
@@ -71,6 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=STUDIES_DIR / "detach_inner.json")
     args = parser.parse_args(argv)
+    args.out = outside_installed_packages(args.out, "--out")  # before any work
     torch.set_num_threads(2)
     result = run(args.seeds, args.epochs, args.data_root)
     args.out.parent.mkdir(parents=True, exist_ok=True)

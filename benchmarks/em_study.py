@@ -11,6 +11,8 @@ each on ``--test-images`` images of the official test split (the offline test pa
 missing; the output says which). It prints, per variant, the training accuracy and loss of every
 epoch, the test accuracy and the seconds the run took, then the load average before and after.
 The one-cycle schedule spans the run's own epochs: compare runs of equal length.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

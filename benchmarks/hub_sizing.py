@@ -11,6 +11,8 @@ then measures the environment in ``.venv``: in all, and the part that only CUDA 
 ``nvidia`` libraries, ``triton`` and torch's CUDA libraries), which a CPU-only install from
 PyTorch's CPU index (``pip install torch --index-url https://download.pytorch.org/whl/cpu``) does
 not bring. The load average before and after is printed beside the figures.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@ r"""What every benchmark measures with: the processor's name, interleaved timing
 
 Shared by the scripts of this folder (run them from the repository root as
 ``python -m benchmarks.NAME``).
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

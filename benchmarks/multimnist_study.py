@@ -14,6 +14,8 @@ cumulative training minutes (evaluation excluded), the training accuracy, and th
 pairs with both digits right and with at least one right, then the load average before and
 after. The one-cycle schedule spans the run's own epochs, so a 4-epoch run anneals early: compare
 runs of equal length, and read the result as a guide for the full recipe, not a forecast of it.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

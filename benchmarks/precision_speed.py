@@ -13,6 +13,8 @@ machine's speed hits both alike. It prints each precision's median images (pairs
 Accuracy is not measured here: whether bfloat16 trains to the same accuracy is a question for
 full runs on the validation split (``benchmarks.recipe_search NAME --set 'precision="bfloat16"'``).
 Where the processor lacks native bfloat16, ``fit`` warns and trains in float32: the script says so.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ import torch
 from benchmarks.measure import cpu_model
 from capsedu.data.mnist import MNISTData
 from capsedu.training.hardware import bfloat16_problem, reuse_large_allocations
-from capsedu.zoo.recipe_data import recipe_data
 from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.train import train_recipe
+from coursetools.recipe_data import recipe_data
 
 DEFAULT_RECIPES = ("capsnet", "cnn", "efficient", "em", "multimnist", "multimnist_cnn")
 

@@ -7,9 +7,11 @@ Each run trains the recipe (:mod:`capsedu.zoo.recipes`, with the ``--set`` chang
 or ``config.field=value``, values in JSON) on the 55,000-image train split, measures the
 validation split after every epoch, and appends what it saw - the changes, the validation
 accuracy per epoch with its standard error, minutes, images per second and the load average -
-to ``capsedu/zoo/studies/tries.json`` under the recipe's name. ``python -m coursetools.train_zoo``
+to ``benchmarks/tries.json`` under the recipe's name. ``python -m coursetools.train_zoo``
 copies a network's tries into its ``NAME.json``: the record of how its recipe was chosen. The
 test split is never touched here.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ import torch
 
 from capsedu.training.hardware import reuse_large_allocations
 from capsedu.training.uncertainty import standard_error
-from capsedu.zoo.recipe_data import recipe_data
-from capsedu.zoo.recipes import RECIPES, with_changes
+from capsedu.zoo.recipes import RECIPES
 from capsedu.zoo.train import recipe_network, train_recipe
-from coursetools.train_zoo import TRIES, record_accuracy
+from coursetools.out_paths import outside_installed_packages
+from coursetools.recipe_data import recipe_data
+from coursetools.train_zoo import TRIES, record_accuracy, with_changes
 
 
 def record(name: str, entry: dict, path: Path = TRIES) -> None:
@@ -48,6 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--dry-run", action="store_true", help="do not record the try")
     parser.add_argument("--tries", type=Path, default=TRIES, help="where tries are recorded")
     args = parser.parse_args(argv)
+    args.tries = outside_installed_packages(args.tries, "--tries")  # before any work
     torch.set_num_threads(args.threads)
     reuse_large_allocations()
     recipe, changes = with_changes(RECIPES[args.name], args.settings)

@@ -10,6 +10,8 @@ class-balanced subset. Writes the study that lesson 08 prints
 (``capsedu/zoo/studies/robustness.json``): per transformation (its family and value), each
 network's accuracy, its per-image results (``correct``, packed: :func:`capsedu.unpack_correct`)
 and the mean share of ink the 28x28 frame kept.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 import capsedu
 from capsedu.data.transforms import ROTATIONS, affnist_like, transform_images
 from capsedu.zoo.shipped import STUDIES_DIR
+from coursetools.out_paths import outside_installed_packages
 
 from .measure import scored
 
@@ -72,6 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=STUDIES_DIR / "robustness.json")
     args = parser.parse_args(argv)
+    args.out = outside_installed_packages(args.out, "--out")  # before any work
     torch.set_num_threads(2)
     test = capsedu.load_mnist("test", args.data_root, download=False)
     if args.images:

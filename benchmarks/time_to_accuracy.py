@@ -14,6 +14,8 @@ Usage (from the repository root, with the complete MNIST under ``$CAPSEDU_DATA``
     .venv/bin/python -m benchmarks.time_to_accuracy --name capsnet --epochs 20 --seeds 0
 
 Each run writes its checkpoint and metrics JSON into a temporary folder (``--out-dir`` to keep them).
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ Usage (from the repository root)::
 
 Without ``--checkpoint`` it uses ``capsedu.pretrained()`` when the shipped weights exist, else an
 untrained CPU-configuration network (the latency does not depend on the weights' values).
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ The package reads as the course's architecture, each layer importing only from t
 The names below are the public API (``from capsedu import squash, CapsNet, fit, ...``).
 Importing ``capsedu`` imports none of them (PEP 562): each is loaded from its module the first
 time it is used, so ``import capsedu`` is cheap and a lesson depends only on what it uses.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

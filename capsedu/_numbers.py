@@ -3,6 +3,8 @@ r"""Checks of plain numbers: integers and reals in a range, with errors that nam
 It imports nothing but the standard library, so that the NumPy-only modules of lesson 10
 (:mod:`capsedu.nets.numpy_caps`, :mod:`capsedu.nets.numpy_classifier`) check their arguments
 the same way as the rest of capsedu (:mod:`capsedu._validate` re-exports both functions).
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ and inf (:func:`require_finite`, a full pass and on a GPU a sync) only where dat
 network (:func:`require_images`), never in the layers, routing and losses inside it. The checks
 of plain numbers live in :mod:`capsedu._numbers` (no torch, so that the NumPy-only modules use
 them too); they are importable from here as well.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

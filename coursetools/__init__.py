@@ -6,4 +6,6 @@ r"""The course's own tooling, for the repository (not installed with ``capsedu``
   the weights, studies and data it reads);
 * :mod:`.handouts` - student handouts, solutions stubbed (``make student``);
 * :mod:`.grading` - an nbgrader course from the lessons (``make grading``).
+
+Shape legend: none (no tensor shapes of its own).
 """

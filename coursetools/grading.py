@@ -20,6 +20,8 @@ the notebooks that ``nbgrader autograde`` executes. The pages the lessons link t
 record) are copied into each assignment's folder, so that nbgrader releases them beside it.
 
 Needs nbgrader only to *use* the folder (``pip install capsedu[classroom]``); building it does not.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ solution cells away (``jupyter.source_hidden`` and the book's ``hide-input`` tag
 unfolds the stubbed cells. Outputs, execution counts and saved widget state are removed: the
 handout shows no answers. The pages the lessons link to beside them (``PAGES``: the training
 record) are copied with them, so that their relative links work in the handout folder too.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ on the learner's side keeps what a learner edited (``git merge -Xours``) and bri
 ``python -m coursetools.hub link HUB REPO`` prints the nbgitpuller link to hand out;
 ``python -m coursetools.hub settle-lab`` writes the course's JupyterLab defaults (no news prompt,
 no update check) into the environment that runs the learners' servers.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

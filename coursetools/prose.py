@@ -15,6 +15,8 @@ history (which machine trained what, sessions, shipping rules); those live in th
 
 ``python -m coursetools.prose [NN ...]`` lists the unsupported numbers of each lesson;
 ``--style`` lists its long sentences and history words instead.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ r"""The measured tables of the README and the instructors' page, written from th
 
 So no document drifts from what it describes; tests/test_zoo.py and tests/test_notebooks.py
 check that the tables are what this module writes.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -69,9 +71,9 @@ def row(name: str, record: dict[str, Any]) -> str:
     unit = "pairs/s" if pairs else "img/s"
     train, validation = record["train_data"], record.get("validation_data", {})
     minutes = record["train_wall_seconds"] / 60
-    load = f"{record['load_average_before'][0]:.1f} → {record['load_average_after'][0]:.1f}"
     device = record.get("device", "cpu")
-    where = f"(load {load})" if device == "cpu" else f"on an {device.split(': ', 1)[-1]}"
+    where = (f"on {record.get('cpu_count', 2)} CPU cores ({record.get('cpu', 'an unrecorded CPU')})"
+             if device == "cpu" else f"on an {device.split(': ', 1)[-1]}")
     what = "images" if record["recipe"].get("dataset") == "fashion" else "digits"
     return (f"| `{name}` | {NETWORKS[name]} | {parameters / 1e6:.2f} M | {train['images']:,} {what} "
             f"({record['epochs']} epoch{'s' * (record['epochs'] != 1)}) | {with_error(validation.get('accuracy'), validation.get('images', 0))} | "
@@ -81,23 +83,21 @@ def row(name: str, record: dict[str, Any]) -> str:
 
 def table(weights: Path = WEIGHTS_DIR) -> str:
     r"""The markdown table (and its note) for the records in ``weights``."""
-    lines = ["| name | network | parameters | trained on | validation | official test | training here |",
+    lines = ["| name | network | parameters | trained on | validation | official test | what trained it |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     found = records(weights)
     lines += [row(name, record) for name, record in found.items()]
-    on_cpu = {name: record for name, record in found.items() if record.get("device", "cpu") == "cpu"}
-    cpus = sorted({record.get("cpu", "an unrecorded CPU") for record in on_cpu.values()})
-    notes = "".join(f" `{name}`: {record['note'].rstrip('.')}." for name, record in found.items()
-                    if record.get("note"))
+    notes = ""
     canvas = [f"`{name}`" for name, record in found.items() if record["recipe"].get("canvas", 28) != 28]
     if canvas:
         notes += (f" {' and '.join(canvas)}: validation and test digits placed on the 40 × 40 canvas as "
                   f"in training (the paper's expanded test set).")
     lines.append(f"\nAccuracies ± their binomial standard error (`capsedu.standard_error`); for the "
-                 f"MultiMNIST networks, the share of the fixed test pairs with both digits right. "
-                 f"Trained on {', '.join(cpus)}, 2 cores, one training at a time, unless a GPU is named "
-                 f"(`python -m coursetools.train_zoo NAME --device cuda`; its minutes do not compare "
-                 f"with a CPU's); \"load\" is the 1-minute load average before and after.{notes}")
+                 f"MultiMNIST networks, the share of the fixed test pairs with both digits right. The "
+                 f"last column: the minutes training took, its speed and the machine (`python -m "
+                 f"coursetools.train_zoo NAME`, the recipe in `capsedu/zoo/recipes.py`; on a GPU "
+                 f"`--device cuda`, whose minutes do not compare with a CPU's); each network's record "
+                 f"and what a GPU-trained one would take on a CPU are in the training record.{notes}")
     return "\n".join(lines)
 
 

@@ -2,6 +2,8 @@ r"""How the training record formats one network's record: recipe, splits, machin
 
 Helpers of :mod:`coursetools.training_record` (the page's sections are there); each turns part of
 a ``capsedu/zoo/weights/NAME.json`` record into markdown, with numbers formatted here.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -173,7 +175,7 @@ def changes(entry: dict[str, Any]) -> str:
 def tries_table(tries: list[dict[str, Any]]) -> list[str]:
     if not tries:
         return ["- **Runs tried before it**: none recorded in `tries.json`."]
-    lines = ["- **Runs tried on validation before it** (`capsedu/zoo/studies/tries.json`; the recipe's "
+    lines = ["- **Runs tried on validation before it** (`benchmarks/tries.json`; the recipe's "
              "changes, then what each measured):", "",
              "  | run | changes | epochs | validation at the end | training | speed | device |",
              "  | --- | --- | --- | --- | --- | --- | --- |"]

@@ -8,6 +8,8 @@ the syllabus's sessions (``book/_ext/course_facts.py``) - so no page drifts from
 
 :data:`SESSIONS` is the teaching plan (``book/syllabus.md``): four class sessions on the core
 path, lessons 00-07, and two optional ones on 08-13.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ shipped. It writes the checkpoint ``NAME.pt`` and, beside it, ``NAME.json``: the
 split's source and size, the validation and test accuracy with their standard errors, the
 validation accuracy per epoch and the time it took to reach 98, 98.5, 99 and 99.5 %, wall and CPU
 time, the 1-, 5- and 15-minute load averages before and after training, the machine, the tries
-made on validation before this recipe (``capsedu/zoo/studies/tries.json``, written by
+made on validation before this recipe (``benchmarks/tries.json``, written by
 ``python -m benchmarks.recipe_search``), the checkpoint's SHA-256, and which test images it got
 right (``test_correct``: base64 of ``numpy.packbits`` of one boolean per image, in test-split
 order; pairs with both digits right for MultiMNIST; read by
@@ -57,16 +57,16 @@ from capsedu.training.modes import eval_mode
 from capsedu.training.paired import pack_correct
 from capsedu.training.prediction import predict
 from capsedu.training.uncertainty import standard_error
-from capsedu.zoo.recipe_data import recipe_data
-from capsedu.zoo.recipes import RECIPES, Recipe, with_changes
+from capsedu.zoo.recipes import RECIPES, Recipe
 from capsedu.zoo.shipped import shipped_paths
 from capsedu.zoo.train import recipe_network, recipe_objective, train_recipe
+from coursetools.out_paths import outside_installed_packages
+from coursetools.recipe_data import recipe_data
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 WEIGHTS_DIR = ROOT / "capsedu" / "zoo" / "weights"  # the source tree's, not an installed package's
-TRIES = ROOT / "capsedu" / "zoo" / "studies" / "tries.json"  # the tries made on validation
+TRIES = ROOT / "benchmarks" / "tries.json"  # the tries made on validation (benchmarks.recipe_search)
 THRESHOLDS = (0.98, 0.985, 0.99, 0.995)  # validation accuracies whose time to reach is recorded
-INSTALLED = {"site-packages", "dist-packages"}  # folders that hold installed packages
 
 
 def hits_on(model: torch.nn.Module, test: MNISTData | MultiMNIST,
@@ -187,15 +187,33 @@ def _metrics(name: str, recipe: Recipe, path: Path, history: dict, data: dict[st
     }
 
 
+def with_changes(recipe: Recipe, settings: list[str]) -> tuple[Recipe, dict[str, str]]:
+    r"""``recipe`` with ``settings`` applied, and the settings as ``{key: value text}``.
+
+    Each setting is ``field=value`` or ``part.field=value`` (``part``: ``config``, ``objective`` or
+    ``pairs``), the value in JSON: ``batch_size=128``, ``config.conv1_channels=256``.
+    """
+    fields: dict[str, Any] = {}
+    known = {f.name for f in dataclasses.fields(recipe)}
+    for setting in settings:
+        key, equals, text = setting.partition("=")
+        part, _, inner = key.partition(".")
+        if not equals or part not in known or (inner and not isinstance(getattr(recipe, part), dict)):
+            raise ValueError(f"settings: expected field=value or config.field=value with a field of "
+                             f"Recipe ({', '.join(sorted(known))}), got {setting!r}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"settings: the value of {key!r} must be JSON (e.g. 128, true, "
+                             f"\"text\"), got {text!r}") from error
+        fields[part] = {**fields.get(part, getattr(recipe, part)), inner: value} if inner else value
+    return dataclasses.replace(recipe, **fields), dict(s.split("=", 1) for s in settings)
+
+
 def writable_out_dir(out_dir: str | os.PathLike) -> Path:
     r"""``out_dir`` as a path, refused (ValueError) when it lies inside an installed package's
     folder (``site-packages``): the records belong to the repository, not to an installation."""
-    path = Path(out_dir).resolve()
-    if INSTALLED & set(path.parts):
-        raise ValueError(f"out_dir must be a folder outside installed packages (the repository's "
-                         f"capsedu/zoo/weights, or any folder of yours), got {out_dir} - inside "
-                         f"{' or '.join(sorted(INSTALLED & set(path.parts)))}")
-    return path
+    return outside_installed_packages(out_dir, "out_dir")
 
 
 def lossless(float32: float, stored: float, images: int) -> bool:

@@ -9,7 +9,7 @@ workspace and in the book). Everything on it comes from the records, formatted h
 
 * ``capsedu/zoo/weights/NAME.json``: each shipped network's recipe, splits, machine, training
   time, speed and load, validation accuracy after every epoch, test accuracy and standard error;
-* ``capsedu/zoo/studies/tries.json``: the runs tried on validation before each recipe (each
+* ``benchmarks/tries.json``: the runs tried on validation before each recipe (each
   record's ``tries`` holds the same);
 * ``capsedu/zoo/studies/seeds40/``: lesson 08's 40 x 40 networks trained again with another seed;
 * ``capsedu/zoo/studies/capsnet_paper.json``: the paper-size CapsNet (recorded, not shipped);
@@ -19,6 +19,8 @@ workspace and in the book). Everything on it comes from the records, formatted h
 ``benchmarks/README.md`` stays the hand-written engineering record (why each choice was made);
 this page is the learner's, generated, so that it never drifts from the records
 (tests/test_training_record.py runs ``--check``).
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from coursetools.record_format import (
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "notebooks" / "training_record.md"
+TRIES = ROOT / "benchmarks" / "tries.json"  # the runs tried on validation (benchmarks.recipe_search)
 TITLE = "How the shipped networks were trained"
 NETWORKS = {  # name: (what it is, the lessons that use it), in the order of the course
     "capsnet": ("CapsNet with dynamic routing, the CPU configuration (`CapsNetConfig.cpu()`)", "03-07, 10"),
@@ -187,7 +190,7 @@ def earlier_detach(detach: dict[str, Any]) -> list[str]:
     return lines
 
 
-def page(weights: Path = WEIGHTS_DIR, studies: Path = STUDIES_DIR) -> str:
+def page(weights: Path = WEIGHTS_DIR, studies: Path = STUDIES_DIR, tries: Path = TRIES) -> str:
     r"""The page's markdown, from the records in ``weights`` and ``studies``."""
     found = {name: load(weights / f"{name}.json") for name in NETWORKS}
     seeds = {name: [load(p) for p in sorted((studies / "seeds40").glob(f"{name}_seed*.json"))]
@@ -211,9 +214,9 @@ def page(weights: Path = WEIGHTS_DIR, studies: Path = STUDIES_DIR) -> str:
         "## All networks at a glance", "",
         *summary_table(found), "",
     ]
-    tries = load(studies / "tries.json")
+    tried = load(tries)
     for name, record in found.items():
-        lines += network_section(name, record, seeds[name], tries.get(name, record.get("tries") or []))
+        lines += network_section(name, record, seeds[name], tried.get(name, record.get("tries") or []))
     lines += paper_section(load(studies / "capsnet_paper.json"))
     lines += earlier_section(load(studies / "shipped_4000.json"), load(studies / "comparison_4000.json"),
                              load(studies / "robustness_4000.json"), load(studies / "detach_inner_4000.json"),

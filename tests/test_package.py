@@ -63,7 +63,7 @@ def test_the_folders_the_command_lines_default_to_are_the_repositorys():
     assert shipped.WEIGHTS_DIR == REPO / "capsedu" / "zoo" / "weights" and shipped.WEIGHTS_DIR.is_dir()
     assert shipped.STUDIES_DIR.is_dir()
     assert train_zoo.WEIGHTS_DIR == REPO / "capsedu" / "zoo" / "weights"  # the source tree's
-    assert train_zoo.TRIES == shipped.STUDIES_DIR / "tries.json" and train_zoo.TRIES.is_file()
+    assert train_zoo.TRIES == REPO / "benchmarks" / "tries.json" and train_zoo.TRIES.is_file()
 
 
 # The public API before the package's names became lazy (0.2.0), each still importable.

@@ -70,6 +70,7 @@ def test_standard_errors_and_ties():
         standard_error(98.0, 100)
 
 
+@pytest.mark.tools  # a benchmark's command line
 def test_the_precision_benchmark_times_the_recipe_itself_for_one_short_epoch():
     from benchmarks.precision_speed import main, short_recipe
     from capsedu.zoo.recipes import RECIPES
@@ -137,6 +138,7 @@ def test_unpaired_known_answer_is_the_root_sum_of_squares():
     assert compare_accuracies("A", 0.9, 100, "B", 0.7, 100) == "A ahead by 20.00 ± 5.48 points: 3.7 standard errors"
 
 
+@pytest.mark.artefacts  # the shipped CNN's record
 def test_packed_correctness_round_trips_in_the_shipped_records_format():
     rng = np.random.default_rng(0)
     correct = rng.random(10_001) < 0.99

@@ -1,12 +1,13 @@
-"""Changing a recipe from the command line: ``--set field=value`` (capsedu.zoo.recipes.with_changes),
+"""Changing a recipe from the command line: ``--set field=value`` (coursetools.train_zoo.with_changes),
 used by ``python -m coursetools.train_zoo`` and ``python -m benchmarks.recipe_search``."""
 
 import pytest
 
-from capsedu.zoo.recipes import RECIPES, with_changes
+from capsedu.zoo.recipes import RECIPES
 from coursetools import train_zoo
+from coursetools.train_zoo import with_changes
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.tools  # the repository's tools (coursetools), not the package
 
 
 def test_fields_and_config_fields_are_set_from_json_values():
@@ -55,7 +56,7 @@ def test_the_training_command_trains_the_changed_recipe(monkeypatch, tmp_path):
 def test_the_training_command_refuses_to_write_into_an_installed_package(monkeypatch, tmp_path,
                                                                           installed):
     inside = tmp_path / "lib" / "python3" / installed / "capsedu" / "zoo" / "weights"
-    message = f"out_dir must be a folder outside installed packages.*{installed}"
+    message = f"out_dir must be outside installed packages.*{installed}"
     with pytest.raises(ValueError, match=message):  # before loading any data
         train_zoo.train_shipped("capsnet", RECIPES["capsnet"], inside,
                                 data_root=tmp_path / "no-data")

@@ -14,8 +14,6 @@ from capsedu.data.mnist import DataFileError
 from capsedu.nets import registry
 from capsedu.training.checkpoint import CheckpointError
 from capsedu.zoo.recipes import Recipe
-from coursetools import train_zoo
-from coursetools.train_zoo import train_shipped
 
 pytestmark = pytest.mark.unit
 
@@ -87,7 +85,10 @@ def test_toy_network_trains_saves_and_loads(toy_kind, offline, tmp_path):
         load_checkpoint(path, expected_config=capsedu.CapsNetConfig.cpu())
 
 
+@pytest.mark.tools  # coursetools.train_zoo trains it on the 55,000-image split and measures 15,000
 def test_toy_network_ships_and_loads_with_its_checksum(toy_kind, tmp_path, full_data):
+    from coursetools.train_zoo import train_shipped
+
     recipe = Recipe(kind="toy-mlp", config=ToyConfig(hidden=16).to_dict(), epochs=1,
                     batch_size=100, lr=3e-3, max_shift=0)
     with pytest.raises(DataFileError, match="no-data"):  # a named data root that is not there
@@ -110,7 +111,10 @@ def test_toy_network_ships_and_loads_with_its_checksum(toy_kind, tmp_path, full_
         capsedu.pretrained("toy", weights_dir=tmp_path)
 
 
+@pytest.mark.tools  # coursetools.train_zoo's shipping
 def test_half_precision_ships_only_when_it_loses_nothing(toy_kind, tmp_path, monkeypatch):
+    from coursetools import train_zoo
+
     images, labels = torch.rand(300, 1, 28, 28), torch.arange(300) % 10
     splits = {k: capsedu.data.mnist.MNISTData(images, labels, source=k) for k in ("validation", "test")}
     model = ToyNet(ToyConfig(hidden=16)).eval()
@@ -127,7 +131,10 @@ def test_half_precision_ships_only_when_it_loses_nothing(toy_kind, tmp_path, mon
     (0.9955, 0.9954, 10_000, False),  # one image of 10,000: printed 99.54, and 1/7 of an SE
     (0.9, 0.9002, 10_000, True),  # printed 90.00 and 90.02, but 0.02 points is 1/15 of its SE (0.3)
 ])
+@pytest.mark.tools  # coursetools.train_zoo's rule for half-precision weights
 def test_lossless_means_the_printed_digit_or_a_tenth_of_a_standard_error(float32, stored, images, same):
+    from coursetools import train_zoo
+
     assert train_zoo.lossless(float32, stored, images) is same
 
 

@@ -100,3 +100,62 @@ def test_the_closest_tier_wins_and_minus_m_selects_by_it(suite):
     assert selected(suite, "browser") == ["test_some.py::TestInTheBrowser::test_page"]
     in_class = "test_some.py::TestInTheBrowser::test_screenshot"
     assert selected(suite, "artefacts and not browser") == [in_class]
+
+
+RULES_CONFTEST = """
+import pytest
+from tiers import UnitRules, settle_tiers
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    settle_tiers(items)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(UnitRules(cpu_seconds=0.3), "unit-rules")  # scaled down: a quick check
+"""
+
+
+@pytest.mark.tools  # its inner tools test starts a process, which a unit test may not
+def test_the_unit_tier_is_measured_tool_imports_processes_and_cpu_time_fail(pytester):
+    """tests/tiers.py's UnitRules: a unit test that imports the repository's tools, starts a
+    process or spends more CPU than the bound fails, naming which; the same code in a tools test
+    passes, and a quick unit test passes."""
+    pytester.makeconftest(RULES_CONFTEST)
+    pytester.makeini(MARKERS)
+    pytester.makepyfile(test_some="""
+        import subprocess
+        import time
+
+        import pytest
+
+        pytestmark = pytest.mark.unit
+
+        def burn(seconds):
+            end = time.process_time() + seconds
+            while time.process_time() < end:
+                pass
+
+        def test_quick():
+            assert sum(range(10)) == 45
+
+        def test_imports_a_tool():
+            from coursetools import out_paths  # noqa: F401
+
+        def test_starts_a_process():
+            subprocess.run(["true"], check=True)
+
+        def test_burns_cpu():
+            burn(0.6)
+
+        @pytest.mark.tools
+        def test_a_tool_may():
+            subprocess.run(["true"], check=True)
+            burn(0.6)
+    """)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=3)
+    result.stdout.fnmatch_lines(["*test_imports_a_tool: a unit test imports coursetools;*",
+                                 "*test_starts_a_process: a unit test started a process*",
+                                 "*test_burns_cpu: a unit test ran * s of CPU*"])

@@ -13,7 +13,7 @@ from conftest import REPO
 
 from coursetools import training_record
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.tools  # the repository's tools (coursetools), not the package
 
 
 def test_the_committed_page_is_what_the_records_generate():

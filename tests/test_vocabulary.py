@@ -1,9 +1,11 @@
 """One vocabulary across the package: every subpackage's docstring lists its modules, ``check_*``
-names only the learner's checks, and every Shape legend uses the letters of CONTRIBUTING.md's
-table with the table's meanings."""
+names only the learner's checks, every module has a Shape legend (or says it has no shapes) that
+uses the letters of CONTRIBUTING.md's table with the table's meanings, and every inline shape
+comment (``# (B, I, J, D)``) uses letters of the table that its module's legend lists."""
 
 import ast
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -183,3 +185,60 @@ def test_every_capsule_network_calls_its_class_capsule_layer_class_caps(kind):
     assert isinstance(model.class_caps, nn.Module)
     assert any(layer is model.class_caps for layer in model.modules())
     assert not hasattr(model, "digits") and not hasattr(model, "classes")
+
+
+def every_module() -> list[Path]:
+    return [path for folder in SOURCES for path in python_files(folder)]
+
+
+@pytest.mark.parametrize("path", every_module(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_has_a_shape_legend_or_says_it_has_none(path):
+    docstring = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+    assert docstring and legend(docstring) is not None, (
+        f"{path.relative_to(ROOT)}: its docstring has no 'Shape legend:' block (or "
+        "'Shape legend: none (...)' for a module without tensor shapes)")
+
+
+SYMBOL_ONLY = re.compile(rf"^{SYMBOL}$")
+
+
+def comment_shapes(source: str) -> list[tuple[int, str, list[str]]]:
+    r"""The shapes that ``source``'s comments give, as (line, comment, symbols): a bracket of
+    comma-separated sizes - letters of the table, numbers, their products - with at least one
+    capital letter (``(B, I, J, D_out)``, ``(N,)``, ``(2B, J, D)``); prose in brackets is not one."""
+    found = []
+    lines = iter(source.splitlines(keepends=True))
+    for token in tokenize.generate_tokens(lambda: next(lines, "")):
+        if token.type != tokenize.COMMENT:
+            continue
+        for inner in re.findall(r"\(([^()]*)\)", token.string):
+            parts = [part.strip() for part in inner.split(",")]
+            sizes = [part for part in parts if part]
+            if len(parts) < 2 or not sizes or not all(re.fullmatch(r"[A-Za-z0-9_*+\-/ .]+", p) for p in sizes):
+                continue
+            symbols = [p for p in sizes if SYMBOL_ONLY.match(p)]
+            plain = sum(1 for p in sizes if SYMBOL_ONLY.match(p) or p.isdigit())
+            if any(p[0].isupper() for p in symbols) and plain >= len(sizes) / 2:
+                found.append((token.start[0], token.string.strip(), symbols))
+    return found
+
+
+def test_the_comment_shape_reader_tells_shapes_from_prose():
+    source = ("x = 1  # (B, I, J, D_out) votes\ny = 2  # (N,)\nz = 3  # (v, c), batch-independent\n"
+              "w = 4  # (2B, J, D): each image twice\nq = 5  # see (Sabour et al., 2017)\n")
+    assert [(line, symbols) for line, _, symbols in comment_shapes(source)] == [
+        (1, ["B", "I", "J", "D_out"]), (2, ["N"]), (4, ["J", "D"])]
+
+
+@pytest.mark.parametrize("path", every_module(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_inline_shape_comment_uses_its_modules_legend(path):
+    source = path.read_text()
+    entries = legend(ast.get_docstring(ast.parse(source), clean=False) or "") or []
+    listed = {symbol.split("_")[0] for letters, _ in entries for symbol in letters}
+    table = shape_letters()
+    wrong = [f"line {line}: {symbol} in {comment!r}" + (" is not a shape letter of CONTRIBUTING.md"
+                                                        if symbol.split("_")[0] not in table
+                                                        else " is not in the module's Shape legend")
+             for line, comment, symbols in comment_shapes(source) for symbol in symbols
+             if symbol.split("_")[0] not in table or symbol.split("_")[0] not in listed]
+    assert not wrong, f"{path.relative_to(ROOT)}: " + "; ".join(wrong)

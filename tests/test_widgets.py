@@ -83,6 +83,7 @@ def test_explorers_update_one_figure_in_place(model, dataset):
     assert plt.get_fignums() == figures_before
 
 
+@pytest.mark.tools  # over a second of CPU: the unit tier keeps a margin below its 2.5 s
 def test_routing_slider_changes_couplings_without_recomputing_u_hat(strong_model, dataset,
                                                                     monkeypatch):
     model = strong_model
@@ -118,6 +119,7 @@ def test_routing_index_change_recomputes_u_hat(model, dataset):
     assert f"predicted {int(out.lengths.argmax())}" in ex.panel.title_img.get_text()
 
 
+@pytest.mark.tools  # over a second of CPU: the unit tier keeps a margin below its 2.5 s
 def test_perturbation_grid_rows_are_dimensions_and_columns_offsets(strong_model, dataset):
     figure = perturbation_grid(strong_model, dataset.images[0])
     assert len(figure.axes) == 16 * 11
@@ -163,6 +165,7 @@ def _pixels(png: bytes):
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
 
 
+@pytest.mark.tools  # over a second of CPU: the unit tier keeps a margin below its 2.5 s
 def test_blitted_frames_equal_a_full_redraw(strong_model, dataset):
     from capsedu.explore.render import figure_png
 

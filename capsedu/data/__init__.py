@@ -7,4 +7,6 @@ r"""Data for the lessons, one module per source or transformation:
 * ``augment`` - batched affine transformations, the training warps and the table of their ranges
 * ``transforms`` - transformed test digits: rotated, scaled, sheared, shifted, affNIST-like
 * ``multimnist`` - MultiMNIST: two digits of different classes shifted and overlaid
+
+Shape legend: none (no tensor shapes of its own).
 """

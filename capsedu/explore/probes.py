@@ -16,6 +16,10 @@ Shape legend:
     D_out  digit capsule dimension (16)
     r      routing iterations
     P      decoder outputs (pixels, C * H * W)
+    C      channels
+    H      height
+    W      width
+    V      perturbation values
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ artists that change - the standard matplotlib *blitting* technique, here on an o
 canvas whose pixels are then encoded as PNG for an ``ipywidgets.Image``. This is what keeps the
 lesson-07 explorers within their latency goals on a laptop CPU. :class:`PngView` is what every
 explorer shares: its figure panel, the renderer and the ``ipywidgets.Image`` that shows it.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

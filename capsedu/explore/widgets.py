@@ -19,6 +19,8 @@ Shape legend:
     I      primary capsules
     J      digit capsules
     D_out  digit capsule dimension (16)
+    H      height
+    W      width
 """
 
 from __future__ import annotations

@@ -26,4 +26,6 @@ Procedure 1 in ``DigitCaps`` has two implementations, chosen by
 ``CapsNetConfig.routing``: ``"factored"`` (the default, :mod:`.routing_fast`) or ``"readable"``
 (:func:`.routing.dynamic_routing` on the prediction vectors); they are tested equal in values and
 gradients. In every network the class-capsule layer is ``class_caps``.
+
+Shape legend: none (no tensor shapes of its own).
 """

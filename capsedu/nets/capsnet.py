@@ -6,6 +6,9 @@ Shape legend (paper configuration in brackets):
     J      digit capsules, one per class             [10]
     D_in   primary capsule dimension                 [8]
     D_out  digit capsule dimension                   [16]
+    C      channels
+    H      height
+    W      width
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class CNNConfig(NetworkConfig):
         r"""About the CPU CapsNet's 1.95 M parameters (with its decoder) at 28x28 input: narrow
         convolutions (32, 64, 64) and a wide first dense layer (512, 192). Chosen on validation
         over (64, 128, 128) with (192, 96): 1.84 M parameters, about three times the step time,
-        and a tie after 3 epochs (capsedu/zoo/studies/tries.json)."""
+        and a tie after 3 epochs (benchmarks/tries.json)."""
         return cls(image_size=image_size, channels=(32, 64, 64), pool=(True, True, False),
                    hidden=(512, 192), multi_label=multi_label)
 

@@ -31,6 +31,7 @@ Shape legend:
     I      input capsules of one routing
     J      output capsules of one routing
     M      pose entries (16 = a 4 x 4 pose; the shapes below write 16)
+    C      channels
 """
 
 from __future__ import annotations

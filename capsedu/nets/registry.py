@@ -8,6 +8,8 @@ module in :mod:`capsedu.nets` and one line here. :func:`register_network` adds a
 
 Only checkpoints (:mod:`capsedu.training.checkpoint`) and the zoo need a network's kind:
 :func:`capsedu.fit`, :func:`capsedu.evaluate` and :func:`capsedu.predict` take any module.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

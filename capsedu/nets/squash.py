@@ -10,6 +10,8 @@ Shapes: any tensor ``s`` whose dimension ``dim`` holds capsule vectors, e.g. (B,
 Short vectors shrink to almost zero length and long vectors to just below 1, so a capsule's
 length can be read as the probability that the entity it represents is present, while its
 direction (the pose) is kept.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

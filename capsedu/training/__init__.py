@@ -13,4 +13,6 @@ r"""Training any network, one module per concern:
 * ``profile`` - the learner and fast run profiles, the switches read from the environment
 * ``hardware`` - the machine: the device to train on, glibc's reuse of large allocations
 * ``distributed`` - training on several devices: torchrun and DistributedDataParallel
+
+Shape legend: none (no tensor shapes of its own).
 """

@@ -18,6 +18,11 @@ weights are renamed to ``class_caps.*`` and ``class_caps.prior`` (:data:`RENAMED
 Renamed config fields are read by each config's ``from_dict``
 (:attr:`capsedu.nets.contract.NetworkConfig.RENAMED`). The shipped networks' files are
 version 3 and load through this path.
+
+Shape legend:
+    I      input (lower) capsules
+    J      output (upper) capsules: the classes in the last layer
+    D      a capsule's dimension
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ How one step on N devices equals one step on one device:
 Shape legend:
     B      global batch size (the recipe's), of which one rank gets B / world_size (the number
            of processes - N above - is a word here, not a shape letter)
+    C      channels
+    H      height
+    W      width
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ bfloat16, and how the process allocates memory.
 
 ``device=None``, wherever capsedu takes a device with a network, means the network's own device
 (:func:`model_device`); :func:`default_device` chooses one when there is no network yet.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

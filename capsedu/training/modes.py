@@ -1,4 +1,7 @@
-r"""A network's train/eval mode, left as it was found: :func:`eval_mode`."""
+r"""A network's train/eval mode, left as it was found: :func:`eval_mode`.
+
+Shape legend: none (no tensor shapes of its own).
+"""
 
 from __future__ import annotations
 

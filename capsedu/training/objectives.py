@@ -24,6 +24,7 @@ Shape legend:
     B      batch size
     J      classes
     C, S   channels and image side
+    D      a capsule's dimension
 """
 
 from __future__ import annotations

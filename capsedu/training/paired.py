@@ -15,6 +15,10 @@ JSON record as one short string.
 * :func:`compare_paired` -> :class:`PairedComparison`, printed as ``"CapsNet ahead by 0.11 ±
   0.06 points on the same 10,000 images (paired: 23 right only by CapsNet, 12 only by CNN;
   exact McNemar p = 0.09): a tie"``.
+
+Shape legend:
+    N      images of a dataset (or pairs, items)
+    L      labels per image
 """
 
 from __future__ import annotations
@@ -128,11 +132,13 @@ def compare_paired(name_a: str, correct_a: object, name_b: str, correct_b: objec
 def shared_source_se(correct: object, sources: object) -> float:
     r"""The standard error of the mean of ``correct`` when items share source units (digits).
 
-    ``correct``: (N,) per-item results; ``sources``: (N, K) integer ids of the units each item is
-    made of (a MultiMNIST pair: its two test digits). Items that share a digit are not independent:
-    a hard digit spoils every pair it is in. The multi-way cluster-robust variance (Cameron, Gelbach
-    & Miller 2011) sums the residuals ``e_i = correct_i - mean`` within each digit, squares, and
-    removes the extra copies of each item's own term:
+    ``correct``: (N,) per-item results; ``sources``: (N, L) integer ids of the units each item is
+    made of (a MultiMNIST pair: its L = 2 test digits). Items that share a digit are not
+    independent: a hard digit spoils every pair it is in. The variance is the dyadic
+    cluster-robust one (each pair a dyad of two digits; Fafchamps & Gubert 2007, Aronow, Samii &
+    Assenova 2015), not Cameron, Gelbach & Miller's multi-way clustering: it sums the residuals
+    ``e_i = correct_i - mean`` within each digit, squares, and removes the extra copies of each
+    item's own term:
     :math:`n^2 V = \sum_d (\sum_{i \ni d} e_i)^2 - \sum_i (k_i - 1) e_i^2` with ``k_i`` the number
     of distinct digits in item ``i``. With no digit shared it is the binomial error exactly.
     """
@@ -143,10 +149,10 @@ def shared_source_se(correct: object, sources: object) -> float:
     residual = values - values.mean()  # (N,)
     distinct = np.sort(ids, axis=1)
     first = np.ones(ids.shape, dtype=bool)
-    first[:, 1:] = distinct[:, 1:] != distinct[:, :-1]  # (N, K) each item's digit counted once
+    first[:, 1:] = distinct[:, 1:] != distinct[:, :-1]  # (N, L) each item's digit counted once
     units, index = np.unique(distinct[first], return_inverse=True)
     owners = np.repeat(np.arange(values.size), first.sum(axis=1))  # the item of each (item, digit) entry
-    per_unit = np.bincount(index, weights=residual[owners], minlength=len(units))  # (U,)
+    per_unit = np.bincount(index, weights=residual[owners], minlength=len(units))  # one sum per distinct digit
     k = first.sum(axis=1)  # (N,)
     variance = (per_unit ** 2).sum() - ((k - 1) * residual ** 2).sum()
     return float(math.sqrt(max(variance, 0.0)) / values.size)

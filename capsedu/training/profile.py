@@ -5,6 +5,8 @@ to learn something. The *fast* profile (``CAPSEDU_FAST=1``) shrinks data and epo
 test suite can execute every notebook quickly; lessons ask :func:`choose` for each such number
 instead of testing for CI themselves. :func:`env_flag` reads every on/off switch (also the
 checks' ``CAPSEDU_GRADING``).
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-r"""Reproducibility: the one place that seeds the random number generators."""
+r"""Reproducibility: the one place that seeds the random number generators.
+
+Shape legend: none (no tensor shapes of its own).
+"""
 
 from __future__ import annotations
 

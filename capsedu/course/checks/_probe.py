@@ -1,4 +1,7 @@
-r"""A network for checks to probe the learner's code with: :func:`probe_capsnet`."""
+r"""A network for checks to probe the learner's code with: :func:`probe_capsnet`.
+
+Shape legend: none (no tensor shapes of its own).
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ Shape legend:
     D_out  digit capsule dimension (16)
     P      decoder outputs (pixels)
     N      picture pairs;  H, W  their height and width
+    S      side of a square canvas
 """
 
 from __future__ import annotations

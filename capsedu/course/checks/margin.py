@@ -3,6 +3,8 @@ r"""Checks for lesson 04 (the margin loss, Sabour et al. 2017, Eq. 4).
 Shape legend:
     B      batch size
     J      number of classes (digit capsules)
+    N      images of a dataset (or pairs, items)
+    D      a capsule's dimension
 
 :func:`check_margin_loss` compares the learner's loss with ``capsedu.margin_loss`` and, when it
 differs, with the typical mistakes - among them the unsquared hinge of the labml annotated

@@ -10,6 +10,8 @@ Shape legend (the lesson's layout):
     B      batch size (images in a batch)
     J      classes (class capsules)
     C, H, W  channels, height, width
+    I      input (lower) capsules
+    D      a capsule's dimension
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ Shape legend:
     D      capsule dimension (8 in the paper)
     H, W   height and width of the primary-capsule grid (6 x 6 in the paper)
     I      primary capsules = T * H * W, ordered type-major: i = t*H*W + y*W + x
+    C      channels
 
 The primary-capsule convolution gives (B, T*D, H, W); channel ``t*D + d`` is dimension ``d`` of
 capsule type ``t``. :class:`capsedu.PrimaryCaps` turns that into (B, I, D) and squashes (Eq. 1).

@@ -3,6 +3,8 @@ r"""Checks for lesson 00 (start here): agreement between parts.
 The lesson's exercises: :func:`check_moved_spread` (move one part of the hand-drawn face, measure
 how far the parts' predictions of the face's centre spread) and :func:`check_choose_threshold`
 (a threshold on that spread that tells faces from scrambled faces).
+
+Shape legend: none (no tensor shapes of its own).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Shape legend:
     B      batch size
     N      number of images over a whole loader
     J      number of classes (10)
+    I      input (lower) capsules
+    D      a capsule's dimension
 
 The step's check names the usual mistakes: no ``zero_grad`` (gradients add up over batches),
 ``step`` before ``backward``, no ``step``, the loss returned as a tensor instead of a float, the

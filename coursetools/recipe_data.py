@@ -1,11 +1,12 @@
-r"""The data a shipped network's recipe trains and is measured on (:func:`recipe_data`).
+r"""The data a shipped network's recipe trains and is measured on (:func:`recipe_data`): a tool of
+the repository (``python -m coursetools.train_zoo``, the benchmarks), not of the package.
 
 Every recipe (:mod:`capsedu.zoo.recipes`) learns from the 55,000-image train split of its dataset
 (MNIST, :mod:`capsedu.data.splits`, or Fashion-MNIST, :mod:`capsedu.data.fashion_mnist`), is
 validated on the 5,000-image validation split and tested on the official test split. A pairs
 recipe (MultiMNIST) is measured on fixed pairs drawn from them (:func:`fixed_pairs`); a 40x40
 recipe (``canvas=40``, lesson 08) on digits placed on the canvas as in training (:func:`padded`,
-:func:`capsedu.data.transforms.on_canvas`), and after every epoch also on affNIST-like
+:func:`capsedu.data.transforms.on_canvas`, :func:`capsedu.zoo.train.padded`), and after every epoch also on affNIST-like
 validation digits.
 
 Shape legend:
@@ -18,14 +19,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from capsedu.data.fashion_mnist import load_fashion_mnist
 from capsedu.data.mnist import MNISTData
 from capsedu.data.multimnist import MULTIMNIST_TEST, MULTIMNIST_VALIDATION, MultiMNIST
 from capsedu.data.splits import load_split
 from capsedu.data.transforms import CANVAS, affnist_like_40, on_canvas
 from capsedu.zoo.recipes import Recipe
+from capsedu.zoo.train import require_canvas
 
 
 def fixed_pairs(digits: MNISTData, recipe: Recipe, fixed: dict[str, int] = MULTIMNIST_TEST) -> MultiMNIST:
@@ -33,21 +33,6 @@ def fixed_pairs(digits: MNISTData, recipe: Recipe, fixed: dict[str, int] = MULTI
     test pairs (from the test split); ``MULTIMNIST_VALIDATION`` for the validation pairs."""
     options = {k: v for k, v in recipe.pairs.items() if k != "pairs_per_epoch"}
     return MultiMNIST(digits, fixed["num_pairs"], seed=fixed["seed"], **options)
-
-
-def _require_canvas(canvas: int) -> int:
-    if canvas not in (28, CANVAS):
-        raise ValueError(f"recipe.canvas must be 28 or {CANVAS}, got {canvas!r}")
-    return canvas
-
-
-def padded(digits: MNISTData, canvas: int) -> MNISTData:
-    r"""``digits`` centred on a black ``canvas`` x ``canvas`` image (28: unchanged)."""
-    if _require_canvas(canvas) == digits.images.shape[-1]:
-        return digits
-    pad = (canvas - digits.images.shape[-1]) // 2
-    return MNISTData(torch.nn.functional.pad(digits.images, [pad] * 4), digits.labels,  # (N, C, 40, 40)
-                     f"{digits.source}, padded to {canvas}x{canvas}")
 
 
 def _loader(dataset: str) -> Callable[..., MNISTData]:
@@ -66,7 +51,7 @@ def recipe_data(recipe: Recipe, data_root: str | os.PathLike | None = None) -> d
     if recipe.pairs:
         data["validation"] = fixed_pairs(data["validation"], recipe, MULTIMNIST_VALIDATION)
         data["test"] = fixed_pairs(data["test"], recipe)
-    if _require_canvas(recipe.canvas) == CANVAS:
+    if require_canvas(recipe.canvas) == CANVAS:
         data["validation_affnist"] = affnist_like_40(data["validation"])
         data["validation"], data["test"] = on_canvas(data["validation"]), on_canvas(data["test"])
     return data
