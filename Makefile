@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.capsedu-installed
 
-.PHONY: install lab update author-lab test unit notebooks lint sync execute student grading hub grade-all clean
+.PHONY: install lab update author-lab test unit notebooks lint sync execute student grading class-report hub grade-all clean
 
 install: $(STAMP)
 
@@ -103,6 +103,14 @@ student: $(LEARNER_STAMP)
 # An nbgrader course (one assignment per lesson) for instructors who grade with nbgrader.
 grading: $(CLASSROOM_STAMP)
 	$(PY) -m coursetools.grading --out build/nbgrader
+
+# What the class got wrong, after `nbgrader autograde`: per lesson, each check's verdicts counted
+# (build/class-report/index.html and a CSV per lesson; anonymous unless REPORT_ARGS=--names).
+# COURSE: the nbgrader course folder; LESSONS="01_squash" picks lessons (default: all autograded).
+COURSE ?= build/nbgrader
+REPORT_ARGS ?=
+class-report: $(CLASSROOM_STAMP)
+	$(PY) -m coursetools.class_report --course $(COURSE) --out build/class-report $(REPORT_ARGS) $(LESSONS)
 
 # The class hub on one machine (as root, in a clone every account can read: classroom/README.md):
 # state folder, exchange, proxy, learner repository served by git daemon, then JupyterHub until

@@ -85,6 +85,26 @@ def assert_hint(result, *fragments: str) -> None:
         assert fragment in result.message, result.message
 
 
+@pytest.fixture(autouse=True)
+def every_hint_names_its_mistake(monkeypatch):
+    r"""A check that fails with a plain-text hint fails the test that made it: every hint is a
+    :class:`~capsedu.course.checks._kit.Hint` (``mistake(...)`` or ``other(...)``), so that the class
+    report counts it under a stable id (coursetools/class_report.py)."""
+    from capsedu.course.checks import _kit
+
+    plain: list[str] = []
+    original = _kit._mistake_of
+
+    def recording(hint: str) -> str:
+        if not isinstance(hint, _kit.Hint):
+            plain.append(str(hint))
+        return original(hint)
+
+    monkeypatch.setattr(_kit, "_mistake_of", recording)
+    yield
+    assert not plain, f"hints that name no mistake (wrap them in mistake() or other()): {plain}"
+
+
 @pytest.fixture
 def all_threads():
     """torch's own thread count for a test that runs whole networks over thousands of images:

@@ -60,6 +60,9 @@ def test_a_stub_gets_a_hint_and_leaves_the_random_state_alone(name, call, capsys
     assert not result and result.message.startswith("❌")
     if name not in TAKES_A_MODULE:
         assert STUB_HINT in result.message, result.message
+        assert result.mistake == "stub", result.mistake
+    module = CHECKS[name].__module__.rsplit(".", 1)[1]
+    assert result.check == f"{module}.{name}", result.check  # the check a report counts it under
     assert capsys.readouterr().out == result.message + "\n"  # printed once
 
 
@@ -70,6 +73,61 @@ def test_quiet_prints_nothing_and_grading_mode_raises(name, call, capsys, monkey
     monkeypatch.setenv("CAPSEDU_GRADING", "1")
     with pytest.raises(CheckFailed):
         call(name, stub, quiet=True)
+
+
+@pytest.fixture
+def notebook_display(monkeypatch):
+    r"""A kernel's display as the checks see it in a notebook: what they display, with metadata."""
+    import IPython
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr(IPython.display, "display",
+                        lambda data, raw, metadata: shown.append((data["text/plain"], metadata)))
+    return shown
+
+
+@pytest.mark.parametrize(("answer", "mistake"), [
+    (lambda p: math.sqrt(p / (1 - p)), "passed"),
+    (lambda p: p / (1 - p), "squared-length"),  # a named mistake
+    (lambda p: p, "other-values"),  # a wrong answer no named mistake matches
+    (stub, "stub"),
+    (lambda p: p.nope, "raised"),
+])
+def test_grading_mode_shows_each_verdict_with_its_check_and_mistake_id(answer, mistake, notebook_display,
+                                                                       monkeypatch, capsys):
+    from capsedu.course.checks._kit import TRACE_KEY
+    from capsedu.course.checks.squash import check_input_length_for
+
+    monkeypatch.setenv("CAPSEDU_GRADING", "1")
+    try:
+        result = check_input_length_for(answer)
+    except CheckFailed as error:
+        result = str(error)
+    assert len(notebook_display) == 1 and capsys.readouterr().out == ""
+    text, metadata = notebook_display[0]
+    assert metadata == {TRACE_KEY: {"check": "squash.check_input_length_for", "mistake": mistake}}
+    assert text.startswith("✅" if mistake == "passed" else "❌") and text.endswith(str(result).split("— ")[-1])
+
+
+def test_outside_grading_mode_a_check_prints_and_displays_nothing(notebook_display, capsys):
+    from capsedu.course.checks.squash import check_input_length_for
+
+    result = check_input_length_for(lambda p: p / (1 - p))
+    assert notebook_display == [] and capsys.readouterr().out == result.message + "\n"
+    assert (result.check, result.mistake) == ("squash.check_input_length_for", "squared-length")
+
+
+def test_mistake_ids_are_kebab_case_and_leave_the_kits_own_alone():
+    from capsedu.course.checks._kit import mistake, other
+
+    assert mistake("eps-outside-root", "text").mistake == "eps-outside-root"
+    for bad in ("Eps", "eps_outside", "passed", "other-values", ""):
+        with pytest.raises(ValueError, match="mistake_id"):
+            mistake(bad, "text")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        other("wrongness", "text")
 
 
 def test_grading_mode_lets_a_right_answer_pass(monkeypatch):

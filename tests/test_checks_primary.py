@@ -51,6 +51,7 @@ def test_check_to_capsules_hints():
 
 def test_check_grid_size():
     assert check_grid_size(lambda n, k1, k2, s: (n - k1 + 1 - k2) // s + 1)
+    assert check_grid_size(lambda n, k1, k2, s: torch.tensor((n - k1 + 1 - k2) // s + 1))
     cases = {
         "conv1 comes first": lambda n, k1, k2, s: (n - k2) // s + 1,
         "off by one: a convolution": lambda n, k1, k2, s: (n - k1 + 1 - k2) // s,
@@ -58,6 +59,8 @@ def test_check_grid_size():
         "has stride": lambda n, k1, k2, s: n - k1 + 1 - k2 + 1,
         "you gave 36": lambda n, k1, k2, s: 36,
         "raised": lambda n, k1, k2, s: n / 0,
+        "must return one whole number, got tensor": lambda n, k1, k2, s: torch.tensor([6, 6]),
+        "must return one whole number, got None": lambda n, k1, k2, s: None,
     }
     for hint, fn in cases.items():
         result = check_grid_size(fn)

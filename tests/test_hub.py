@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -51,7 +52,7 @@ import pytest
 from conftest import REPO
 from local_servers import CHROMIUM, free_port, headless_chromium, running, wait_for
 
-from coursetools import hub_server
+from coursetools import class_report, hub_server
 from coursetools.grading import write_course
 from coursetools.hub import TARGET, publish, pull_link
 
@@ -387,6 +388,24 @@ def grade(hub: dict) -> dict[str, tuple[float, float]]:
                        gradebook.find_submission(LESSON, user).max_score) for user in LEARNERS}
 
 
+def class_report_names_graces_mistake(hub: dict, browser, out: Path) -> None:
+    r"""``make class-report``'s command on the autograded lesson: each check's verdicts counted,
+    grace's forgotten square root named once; a screenshot of the page (the instructors' page shows it)."""
+    counts = {}
+    for cell in class_report.lesson_report(hub["course"], LESSON, class_report.gradebook_learners(hub["course"])).cells:
+        counts[cell.grade_id.rsplit("-", 1)[1]] = {mistake: len(who) for mistake, who, _ in cell.rows()}
+    assert counts == {"1": {"passed": 2}, "2": {"passed": 1, "squared-length": 1},
+                      "3": {"passed": 1, "stub": 1}}, counts
+    class_report.main(["--course", str(hub["course"]), "--out", str(out), LESSON])
+    page = browser.new_page(viewport={"width": 1000, "height": 900})
+    page.goto((out / f"{LESSON}.html").as_uri())
+    text = page.inner_text("body")
+    assert "2 learner(s) submitted" in text and "the squared length" in text, text
+    assert not any(re.search(rf"\b{user}\b", text) for user in LEARNERS), "names in an anonymous report"
+    page.screenshot(path=str(SCREENSHOTS / "7-class-report.png"), full_page=True)
+    page.close()
+
+
 def fetch_feedback(page, hub: dict, user: str) -> str:
     r"""The learner fetches the feedback in the Assignments list; the report's HTML."""
     panel = assignment_list(page)
@@ -426,6 +445,7 @@ def test_a_class_pulls_fetches_submits_and_gets_graded(hub, browser, tmp_path):
             assert "failed" in validation and "take its square root" in validation, validation[-2000:]
 
     assert grade(hub) == {"ada": (3.0, 3.0), "grace": (1.0, 3.0)}
+    class_report_names_graces_mistake(hub, browser, tmp_path / "report")
     for user, count in LEARNERS.items():
         assert f"Score: {count:.1f} / {EXERCISE_COUNT:.1f}" in fetch_feedback(pages[user], hub, user), f"{user}'s feedback lacks the score"
 

@@ -20,6 +20,7 @@ import nbformat
 import pytest
 from conftest import REPO
 
+from coursetools import class_report
 from coursetools.grading import write_course
 
 pytestmark = pytest.mark.lessons
@@ -80,6 +81,14 @@ def test_stub_scores_zero_half_scores_between_solved_scores_full(lesson, tmp_pat
     assert maximum >= 2 and stub == 0, scores
     assert 0 < half < maximum, scores
     assert solved == maximum, scores
+    # the class report counts each check's verdicts: the stub's "stub", the half-solved learner's
+    # first half passed, the solved learner's every check passed
+    report = class_report.lesson_report(tmp_path / "course", lesson)
+    half_done = len(report.cells) // 2
+    for k, cell in enumerate(report.cells):
+        verdicts = {learner: verdict.mistake for learner, verdict in cell.verdicts.items()}
+        assert verdicts == {"stub": "stub", "half": "passed" if k < half_done else "stub",
+                            "solved": "passed"}, (cell.grade_id, verdicts)
     print(f"{lesson}: stub {stub}/{maximum}, half {half}/{maximum}, solved {solved}/{maximum}")
 
 

@@ -9,7 +9,17 @@ r"""The small vocabulary every exercise check is written in.
   an unfinished handout stub (``raise NotImplementedError``) gets "still the stub";
   :func:`learner_tensor` - the same, for a function that must return a tensor;
 * :func:`close`, :func:`shape_of` - comparisons and descriptions for hints;
-* :func:`diagnose` - a learner's tensor against the right one and the known mistakes.
+* :func:`diagnose` - a learner's tensor against the right one and the known mistakes;
+* :func:`mistake`, :func:`other` - a hint with the stable id of the mistake it names (a
+  :class:`Hint`), so that a program can count mistakes: in grading mode every verdict is shown
+  with its check's name and the mistake's id in the output's metadata (:data:`TRACE_KEY`), which
+  ``python -m coursetools.class_report`` reads from nbgrader's autograded notebooks.
+
+Mistake ids are kebab-case and stable: a new named mistake gets a new id, an old one keeps its id
+when its wording changes. Besides the named ones, every check has ``passed``, ``stub`` (the
+handout's unfinished stub), ``raised`` (the learner's code raised), ``not-a-function`` and
+``other-<kind>`` for a wrong answer that matches no named mistake, ``<kind>`` one of
+:data:`OTHER_KINDS` (what differs).
 
 The checks that need a network to probe the learner's code take it from :mod:`._probe`, so that
 a lesson whose checks need none does not depend on the CapsNet's code.
@@ -19,6 +29,8 @@ Shape legend: none of its own (the shapes are those of the check that calls thes
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -29,8 +41,81 @@ from capsedu.training.profile import env_flag
 GRADING_ENV = "CAPSEDU_GRADING"
 PASSED = "✅ ok —"
 FAILED = "❌ not yet —"
-STUB_HINT = ("still the stub: replace `raise NotImplementedError(...)` (between the "
-             "`# YOUR CODE HERE` lines) with your code, then run this check again")
+TRACE_KEY = "capsedu_check"  # the output metadata's key for a verdict: {"check": ..., "mistake": ...}
+OTHER_KINDS = ("shape", "type", "values", "gradient", "mutation", "dtype")
+MISTAKE_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+CHECKS_PACKAGE = __name__.rsplit(".", 1)[0]  # capsedu.course.checks
+
+
+class Hint(str):
+    r"""A hint (the text the learner reads) that names a known mistake by a stable id."""
+
+    mistake: str
+
+    def __new__(cls, text: str, mistake: str) -> Hint:
+        hint = super().__new__(cls, text)
+        hint.mistake = mistake
+        return hint
+
+
+STUB_HINT = Hint("still the stub: replace `raise NotImplementedError(...)` (between the "
+                 "`# YOUR CODE HERE` lines) with your code, then run this check again", "stub")
+
+
+def mistake(mistake_id: str, text: str) -> Hint:
+    r"""The hint ``text`` of the named mistake ``mistake_id`` (kebab-case, unique within its module)."""
+    if not isinstance(mistake_id, str) or not MISTAKE_ID.fullmatch(mistake_id):
+        raise ValueError(f"mistake_id must be kebab-case like 'eps-outside-root', got {mistake_id!r}")
+    if mistake_id in ("passed", "stub", "raised", "not-a-function") or mistake_id.startswith("other-"):
+        raise ValueError(f"mistake_id {mistake_id!r} is reserved for the kit's own verdicts")
+    return Hint(text, mistake_id)
+
+
+def other(kind: str, text: str) -> Hint:
+    r"""The hint ``text`` of a wrong answer that matches no named mistake; ``kind`` says what differs."""
+    if kind not in OTHER_KINDS:
+        raise ValueError(f"kind must be one of {OTHER_KINDS}, got {kind!r}")
+    return Hint(text, f"other-{kind}")
+
+
+def reworded(hint: str, text: str) -> str:
+    r"""``text`` (a hint built around ``hint``) naming the same mistake as ``hint``."""
+    return Hint(text, hint.mistake) if isinstance(hint, Hint) else text
+
+
+def _mistake_of(hint: str) -> str:
+    r"""The id of the mistake ``hint`` names; ``other-values`` for a hint without one."""
+    return hint.mistake if isinstance(hint, Hint) else "other-values"
+
+
+def _check_name() -> str:
+    r"""The outermost ``check_*`` function of this package on the stack (the one a lesson called),
+    as ``module.check_name``; '' when none is."""
+    name, frame = "", sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if frame.f_code.co_name.startswith("check_") and module.startswith(CHECKS_PACKAGE + "."):
+            name = f"{module.rsplit('.', 1)[1]}.{frame.f_code.co_name}"
+        frame = frame.f_back
+    return name
+
+
+def _show(message: str, check: str, mistake_id: str) -> None:
+    r"""Print ``message``; in grading mode under IPython, show it as text with the verdict in its
+    metadata (what the learner sees is the same line)."""
+    shell = None
+    if grading() and "IPython" in sys.modules:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    if shell is None:
+        print(message)
+        return
+    from IPython.display import display
+
+    sys.stdout.flush()  # the line comes after what the learner's code printed
+    display({"text/plain": message}, raw=True,
+            metadata={TRACE_KEY: {"check": check, "mistake": mistake_id}})
 
 
 class CheckFailed(AssertionError):
@@ -39,10 +124,13 @@ class CheckFailed(AssertionError):
 
 @dataclass(frozen=True)
 class CheckResult:
-    r"""Outcome of an exercise check: ``passed`` and the message shown to the learner."""
+    r"""Outcome of an exercise check: ``passed``, the message shown to the learner, the check's
+    name (``module.check_name``) and the id of its verdict (``passed`` or the mistake's)."""
 
     passed: bool
     message: str
+    check: str = ""
+    mistake: str = ""
 
     def __bool__(self) -> bool:
         return self.passed
@@ -61,18 +149,22 @@ def grading() -> bool:
 
 def passed(message: str, *, quiet: bool = False) -> CheckResult:
     r"""Print ``✅ ok — message`` and return a passing result."""
+    result = CheckResult(True, f"{PASSED} {message}", _check_name(), "passed")
     if not quiet:
-        print(f"{PASSED} {message}")
-    return CheckResult(True, f"{PASSED} {message}")
+        _show(result.message, result.check, result.mistake)
+    return result
 
 
 def failed(hint: str, *, quiet: bool = False) -> CheckResult:
-    r"""Print ``❌ not yet — hint`` and return a failing result; in grading mode raise :class:`CheckFailed`."""
+    r"""Print ``❌ not yet — hint`` and return a failing result; in grading mode raise :class:`CheckFailed`.
+
+    ``hint`` names its mistake when it is a :class:`Hint` (:func:`mistake`, :func:`other`)."""
+    result = CheckResult(False, f"{FAILED} {hint}", _check_name(), _mistake_of(hint))
     if not quiet:
-        print(f"{FAILED} {hint}")
+        _show(result.message, result.check, result.mistake)
     if grading():
         raise CheckFailed(hint)
-    return CheckResult(False, f"{FAILED} {hint}")
+    return result
 
 
 def verdict(hint: str | None, success: str, *, quiet: bool = False) -> CheckResult:
@@ -83,20 +175,21 @@ def verdict(hint: str | None, success: str, *, quiet: bool = False) -> CheckResu
 def call_learner(fn: Callable, *args: object, what: str = "your function") -> tuple[object, str]:
     r"""``(fn(*args), "")``, or ``(None, hint)`` when ``fn`` is not callable or raises."""
     if not callable(fn):
-        return None, f"pass your function itself (not its result), got {type(fn).__name__}"
+        return None, Hint(f"pass your function itself (not its result), got {type(fn).__name__}",
+                          "not-a-function")
     try:
         return fn(*args), ""
     except NotImplementedError:
         return None, STUB_HINT
     except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
-        return None, f"{what} raised {type(error).__name__}: {error}"
+        return None, Hint(f"{what} raised {type(error).__name__}: {error}", "raised")
 
 
 def learner_tensor(fn: Callable, *args: object) -> tuple[torch.Tensor | None, str]:
     r"""``(fn(*args) detached, "")``, or ``(None, hint)`` when it raises or returns no tensor."""
     out, hint = call_learner(fn, *args)
     if not hint and not isinstance(out, torch.Tensor):
-        hint = f"return a torch.Tensor, got {shape_of(out)}"
+        hint = other("type", f"return a torch.Tensor, got {shape_of(out)}")
     return (None, hint) if hint else (out.detach(), "")
 
 
@@ -115,12 +208,13 @@ def diagnose(result: object, expected: torch.Tensor, mistakes: Iterable[tuple[Ca
              otherwise: str, *, what: str = "a tensor", rtol: float = 1e-5, atol: float = 1e-8) -> str:
     r"""'' when ``result`` is close to ``expected``; else the hint of the first known mistake
     (``(make_wrong_answer, hint)``, made only when needed) that it matches, the shape it should
-    have, or ``otherwise``."""
+    have, or ``otherwise`` (a plain text is marked ``other-values``)."""
     if not isinstance(result, torch.Tensor) or result.shape != expected.shape:
-        return f"return {what} of shape {tuple(expected.shape)}, got {shape_of(result)}"
+        return other("shape", f"return {what} of shape {tuple(expected.shape)}, got {shape_of(result)}")
     if close(result, expected, rtol=rtol, atol=atol):
         return ""
-    return next((hint for make, hint in mistakes if close(result, make(), rtol=rtol, atol=atol)), otherwise)
+    return next((hint for make, hint in mistakes if close(result, make(), rtol=rtol, atol=atol)),
+                otherwise if isinstance(otherwise, Hint) else other("values", otherwise))
 
 
 def yours_or_reference(check: Callable[..., CheckResult], yours: Callable, reference: Callable,

@@ -29,7 +29,15 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    Hint,
+    call_learner,
+    mistake,
+    other,
+    reworded,
+    verdict,
+)
 from capsedu.nets import numpy_caps as nc
 from capsedu.nets.losses import margin_loss
 from capsedu.nets.routing import dynamic_routing
@@ -44,28 +52,33 @@ def _same(a: object, b: np.ndarray) -> bool:
 
 def _form_problem(result: object, expected: np.ndarray, what: str) -> str:
     if not isinstance(result, np.ndarray):
-        return f"return a numpy.ndarray {what}, got {type(result).__name__}"
+        return other("type", f"return a numpy.ndarray {what}, got {type(result).__name__}")
     if result.shape != expected.shape:
-        return f"{what} must have the shape of its input {expected.shape}, got {result.shape}"
+        return other("shape",
+                     f"{what} must have the shape of its input {expected.shape}, got {result.shape}")
     if not np.isfinite(result).all():
-        return f"{what} holds NaN or inf: divide by the cached root sqrt(q + eps), never by sqrt(q)"
+        return mistake("divided-by-bare-root", f"{what} holds NaN or inf: divide by the cached root "
+                       "sqrt(q + eps), never by sqrt(q)")
     return ""
 
 
 # --- squash -------------------------------------------------------------------------------------
 
-def _squash_variants(dv: np.ndarray, cache: dict) -> dict[str, np.ndarray]:
+def _squash_variants(dv: np.ndarray, cache: dict) -> dict[Hint, np.ndarray]:
     r"""Gradients with one term wrong, each named by the hint it deserves."""
     s, q, root, scale, eps = cache["s"], cache["q"], cache["root"], cache["scale"], cache["eps"]
     dscale_dq = (q + 2 * eps - q * q) / (2 * root ** 3 * (1 + q) ** 2)  # (..., 1)
     dot = (dv * s).sum(axis=-1, keepdims=True)  # (..., 1)
     return {
-        "you kept only scale·dv: the scale depends on s as well, so add "
-        "2·(d scale/dq)·(dv·s)·s (the product rule)": scale * dv,
-        "the second term lacks the factor 2 of dq/ds = 2s": scale * dv + dscale_dq * dot * s,
-        "(dv·s) must be one number per capsule: sum dv * s over the last axis (keepdims=True) "
-        "before multiplying by s": scale * dv + 2 * dscale_dq * (dv * s) * s,
-        "the sign of the second term is flipped": scale * dv - 2 * dscale_dq * dot * s,
+        mistake("product-rule-missing", "you kept only scale·dv: the scale depends on s as well, so add "
+                "2·(d scale/dq)·(dv·s)·s (the product rule)"): scale * dv,
+        mistake("missing-factor-two",
+                "the second term lacks the factor 2 of dq/ds = 2s"): scale * dv + dscale_dq * dot * s,
+        mistake("dot-not-summed", "(dv·s) must be one number per capsule: sum dv * s over the last "
+                "axis (keepdims=True) before multiplying by s"):
+            scale * dv + 2 * dscale_dq * (dv * s) * s,
+        mistake("second-term-sign-flipped",
+                "the sign of the second term is flipped"): scale * dv - 2 * dscale_dq * dot * s,
     }
 
 
@@ -81,9 +94,11 @@ def check_squash_backward(fn: Callable, *, quiet: bool = False) -> CheckResult:
     if not hint and not _same(ds, expected):
         named = [name for name, wrong in _squash_variants(dv, cache).items() if _same(ds, wrong)]
         check = nc.grad_check(lambda: float((nc.squash(s)[0] * dv).sum()), {"s": s}, {"s": ds})
-        hint = (named[0] if named else "derive d scale/dq again (the quotient rule on scale(q) = q / "
-                "((1 + q) sqrt(q + ε))) and compare it with a central difference of scale(q)")
-        hint += f" (gradient check: largest relative error {check.max_relative_error:.2g} at {check.worst})"
+        hint = (named[0] if named else other(
+            "values", "derive d scale/dq again (the quotient rule on scale(q) = q / "
+            "((1 + q) sqrt(q + ε))) and compare it with a central difference of scale(q)"))
+        hint = reworded(hint, hint + f" (gradient check: largest relative error "
+                        f"{check.max_relative_error:.2g} at {check.worst})")
     if not hint:
         zero = np.zeros((1, 2, 5))
         ds0, hint = call_learner(fn, np.ones_like(zero), nc.squash(zero)[1], what="at s = 0 your squash_backward")
@@ -113,17 +128,26 @@ def _routing_backward(dv: np.ndarray, cache: dict, wrong: str = "") -> np.ndarra
 
 
 ROUTING_HINTS = {
-    "last_only": "your gradient is the detached one (only s of the last iteration, its couplings held "
-                 "fixed); with detach_inner=False the votes also reached every coupling through the "
-                 "agreements: walk back through all iterations and add every contribution",
-    "u_agreement": "the votes are used in every agreement û·v: add db[..., None] * v[:, None] of the "
-                   "earlier iteration to du_hat",
-    "v_agreement": "the output v of an earlier iteration fed the next agreement: its gradient is "
-                   "sum over i of db_ij û_j|i, and it must go back through that iteration's squash",
-    "no_softmax": "from dc to db you need the softmax's backward, c * (dc − sum_j c dc)",
-    "softmax_axis": "the softmax runs over the output capsules J (axis 2): its backward sums over axis 2",
-    "db_not_carried": "b of iteration t feeds c of iteration t and b of iteration t + 1: add the "
-                      "gradient reaching b from the later iteration to db instead of replacing it",
+    "last_only": mistake(
+        "last-iteration-only", "your gradient is the detached one (only s of the last iteration, "
+        "its couplings held fixed); with detach_inner=False the votes also reached every coupling "
+        "through the agreements: walk back through all iterations and add every contribution"),
+    "u_agreement": mistake(
+        "votes-agreement-term-missing", "the votes are used in every agreement û·v: add "
+        "db[..., None] * v[:, None] of the earlier iteration to du_hat"),
+    "v_agreement": mistake(
+        "output-agreement-term-missing", "the output v of an earlier iteration fed the next "
+        "agreement: its gradient is sum over i of db_ij û_j|i, and it must go back through that "
+        "iteration's squash"),
+    "no_softmax": mistake(
+        "softmax-backward-missing",
+        "from dc to db you need the softmax's backward, c * (dc − sum_j c dc)"),
+    "softmax_axis": mistake(
+        "softmax-backward-wrong-axis",
+        "the softmax runs over the output capsules J (axis 2): its backward sums over axis 2"),
+    "db_not_carried": mistake(
+        "db-not-carried", "b of iteration t feeds c of iteration t and b of iteration t + 1: add "
+        "the gradient reaching b from the later iteration to db instead of replacing it"),
 }
 
 
@@ -140,8 +164,9 @@ def _routing_problem(fn: Callable, r: int) -> str:
     check = nc.grad_check(lambda: float((nc.dynamic_routing(u_hat, r, False)[0] * dv).sum()),
                           {"u_hat": u_hat}, {"u_hat": du_hat}, max_entries=60)
     where = f"with {r} iteration{'s' * (r > 1)}"
-    return (f"{where}: " + (named[0] if named else "the gradient is wrong")
-            + f" (gradient check: largest relative error {check.max_relative_error:.2g} at {check.worst})")
+    hint = named[0] if named else other("values", "the gradient is wrong")
+    return reworded(hint, f"{where}: " + hint + f" (gradient check: largest relative error "
+                    f"{check.max_relative_error:.2g} at {check.worst})")
 
 
 def check_routing_backward(fn: Callable, *, quiet: bool = False) -> CheckResult:
@@ -204,33 +229,40 @@ def _verdicts(test: Callable, what: str) -> tuple[dict[str, bool], str]:
         if hint:
             return answers, hint
         if not isinstance(answer, bool | np.bool_):
-            return answers, f"return True (the routing passes your test) or False, got {type(answer).__name__}"
+            return answers, other("type", "return True (the routing passes your test) or False, "
+                                  f"got {type(answer).__name__}")
         answers[name] = bool(answer)
     return answers, ""
 
 
 BATCH_HINTS = {
-    "Procedure 1": "your test rejects Procedure 1 itself: one image's output must not move when "
-                   "ANOTHER image's votes change (compare with a tolerance such as np.allclose, "
-                   "not ==, and do not look at the image you changed)",
-    "logits averaged over the batch": "your test passes the routing that averages the logits over "
-                                      "the batch: use a batch of at least two images, change one "
-                                      "image's votes clearly (not by 1e-12) and look at another's v",
-    "softmax over the input capsules": "your test rejects a routing whose images are independent "
-                                       "(its only fault is the softmax axis): test only whether "
-                                       "images influence each other",
+    "Procedure 1": mistake(
+        "batch-test-rejects-procedure-1", "your test rejects Procedure 1 itself: one image's output "
+        "must not move when ANOTHER image's votes change (compare with a tolerance such as "
+        "np.allclose, not ==, and do not look at the image you changed)"),
+    "logits averaged over the batch": mistake(
+        "batch-test-misses-batch-mean", "your test passes the routing that averages the logits over "
+        "the batch: use a batch of at least two images, change one image's votes clearly (not by "
+        "1e-12) and look at another's v"),
+    "softmax over the input capsules": mistake(
+        "batch-test-rejects-softmax-axis", "your test rejects a routing whose images are "
+        "independent (its only fault is the softmax axis): test only whether images influence "
+        "each other"),
 }
 COUPLING_HINTS = {
-    "Procedure 1": "your test rejects Procedure 1 itself: over which axis of c (B, I, J) does its "
-                   "softmax normalise, and did you compare with a tolerance (np.allclose)?",
-    "softmax over the input capsules": "your test passes a softmax over the input capsules i: each "
-                                       "lower capsule i shares its vote among the parents j",
-    "couplings normalised over all I x J at once": "your test passes couplings that sum to the right "
-                                                   "total but not row by row: check every (image, i) "
-                                                   "row of c, not the sum of all of them",
-    "logits averaged over the batch": "your test rejects a routing whose couplings are a proper "
-                                      "softmax over j (its fault is elsewhere): test only how c is "
-                                      "normalised",
+    "Procedure 1": mistake(
+        "coupling-test-rejects-procedure-1", "your test rejects Procedure 1 itself: over which axis "
+        "of c (B, I, J) does its softmax normalise, and did you compare with a tolerance "
+        "(np.allclose)?"),
+    "softmax over the input capsules": mistake(
+        "coupling-test-misses-softmax-over-i", "your test passes a softmax over the input capsules "
+        "i: each lower capsule i shares its vote among the parents j"),
+    "couplings normalised over all I x J at once": mistake(
+        "coupling-test-checks-total-only", "your test passes couplings that sum to the right total "
+        "but not row by row: check every (image, i) row of c, not the sum of all of them"),
+    "logits averaged over the batch": mistake(
+        "coupling-test-rejects-batch-mean", "your test rejects a routing whose couplings are a "
+        "proper softmax over j (its fault is elsewhere): test only how c is normalised"),
 }
 
 
@@ -241,7 +273,7 @@ def _routing_test_check(test: Callable, column: int, hints: dict[str, str], what
         wrong = [name for name, entry in ROUTINGS.items() if answers[name] != entry[column]]
         hint = next((hints[name] for name in hints if name in wrong), "")
         if wrong and not hint:
-            hint = f"your test answers wrongly for the routing with {wrong[0]}"
+            hint = other("values", f"your test answers wrongly for the routing with {wrong[0]}")
     return verdict(hint, success, quiet=quiet)
 
 

@@ -17,6 +17,8 @@ import torch
 from capsedu.course.checks._kit import (
     CheckResult,
     learner_tensor,
+    mistake,
+    other,
     verdict,
 )
 from capsedu.course.checks._probe import probe_capsnet
@@ -35,13 +37,16 @@ def check_reconstruct_as(fn: Callable[[CapsNet, torch.Tensor, int], torch.Tensor
         expected = model.decode(capsules, torch.full((3,), digit))  # (B, 1, 28, 28)
         out, problem = learner_tensor(fn, model, images, digit)
     if not problem and out.shape != expected.shape:
-        problem = f"return images of shape {tuple(expected.shape)} (B, 1, 28, 28), got {tuple(out.shape)}"
+        problem = other("shape", f"return images of shape {tuple(expected.shape)} (B, 1, 28, 28), "
+                                 f"got {tuple(out.shape)}")
     if not problem and torch.allclose(out, model.decode(capsules), atol=1e-6):
-        problem = ("you decoded the longest capsule (the prediction): pass labels = "
-                   "torch.full((B,), digit) so the capsule of `digit` is kept")
+        problem = mistake("decoded-longest-capsule",
+                          "you decoded the longest capsule (the prediction): pass labels = "
+                          "torch.full((B,), digit) so the capsule of `digit` is kept")
     if not problem and not torch.allclose(out, expected, atol=1e-5):
-        problem = ("the images differ from model.decode(capsules, labels) with every label equal to "
-                   "`digit`: compute the capsules with model(images).capsules first")
+        problem = other("values",
+                        "the images differ from model.decode(capsules, labels) with every label "
+                        "equal to `digit`: compute the capsules with model(images).capsules first")
     return verdict(problem, f"every image is redrawn from its digit-{digit} capsule", quiet=quiet)
 
 
@@ -62,13 +67,16 @@ def _closest_variants(recon: torch.Tensor, images: torch.Tensor) -> dict[str, to
     errors = ((recon.reshape(batch, 1, -1) - images.reshape(1, batch, -1)) ** 2).sum(dim=-1)  # (N, N)
     others = errors + torch.diag(torch.full((batch,), float("inf")))  # (N, N), own input excluded
     return {"right": errors.argmin(dim=1),
-            "that is, for each INPUT, its closest reconstruction (argmin over the wrong axis): the "
-            "question is, for each RECONSTRUCTION k, which input it is closest to":
-                errors.argmin(dim=0),
-            "that is the input FARTHEST from each reconstruction: take the smallest squared error "
-            "(argmin), not the largest": errors.argmax(dim=1),
-            "you left each reconstruction's own input out: it must compete too, since the question "
-            "is whether it wins": others.argmin(dim=1)}
+            mistake("closest-per-input",
+                    "that is, for each INPUT, its closest reconstruction (argmin over the wrong "
+                    "axis): the question is, for each RECONSTRUCTION k, which input it is closest "
+                    "to"): errors.argmin(dim=0),
+            mistake("farthest-input",
+                    "that is the input FARTHEST from each reconstruction: take the smallest squared "
+                    "error (argmin), not the largest"): errors.argmax(dim=1),
+            mistake("own-input-left-out",
+                    "you left each reconstruction's own input out: it must compete too, since the "
+                    "question is whether it wins"): others.argmin(dim=1)}
 
 
 def _closest_problem(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> str:
@@ -79,16 +87,20 @@ def _closest_problem(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -
         return problem
     expected = variants.pop("right")
     if out.shape == (6, 6):
-        return ("you returned the (N, N) table of distances: return, for each reconstruction, the "
-                "INDEX of its closest input, shape (N,) (argmin over the inputs)")
+        return mistake("returned-distance-table",
+                       "you returned the (N, N) table of distances: return, for each "
+                       "reconstruction, the INDEX of its closest input, shape (N,) (argmin over the "
+                       "inputs)")
     if out.shape != expected.shape or out.is_floating_point():
-        return (f"return one input index per reconstruction, an integer tensor of shape (N,) = "
-                f"{tuple(expected.shape)}, got {out.dtype} {tuple(out.shape)}")
+        return other("shape" if out.shape != expected.shape else "dtype",
+                     f"return one input index per reconstruction, an integer tensor of shape (N,) = "
+                     f"{tuple(expected.shape)}, got {out.dtype} {tuple(out.shape)}")
     if torch.equal(out, expected):
         return ""
     return next((hint for hint, wrong in variants.items() if torch.equal(out, wrong)),
-                "compare every reconstruction with every input: the sum of squared pixel errors "
-                "over the 784 pixels, then the index of the smallest, per reconstruction")
+                other("values", "compare every reconstruction with every input: the sum of squared "
+                      "pixel errors over the 784 pixels, then the index of the smallest, per "
+                      "reconstruction"))
 
 
 def check_closest_input(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,

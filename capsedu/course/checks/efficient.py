@@ -21,7 +21,16 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, close, diagnose, shape_of, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    call_learner,
+    close,
+    diagnose,
+    mistake,
+    other,
+    shape_of,
+    verdict,
+)
 from capsedu.nets.self_attention import efficient_squash
 from capsedu.nets.squash import squash
 
@@ -44,18 +53,25 @@ def attention_variant(u_hat: torch.Tensor, prior: torch.Tensor, *, kind: str = "
 
 
 _ATTENTION_MISTAKES = [
-    ("softmax_inputs", "your couplings sum to 1 over the input capsules i: the softmax runs over the "
-     "OUTPUT capsules j (dim=2 of (B, I, J)), so each input divides itself among the outputs"),
-    ("no_scale", "the agreements are not scaled: divide u_hat_{j|i} . u_hat_{j|k} by sqrt(D), D the "
-     "capsule dimension (u_hat.shape[-1])"),
-    ("no_prior", "the prior b_ij is missing: s_j = sum_i (c_ij + b_ij) u_hat_{j|i} (c itself, "
-     "returned, stays without it)"),
-    ("prior_in_logits", "the prior is added to the couplings AFTER the softmax, c_ij + b_ij, not to "
-     "the logits before it"),
-    ("squash_first", "you squashed the predictions before summing: sum first, s_j = sum_i "
-     "(c_ij + b_ij) u_hat_{j|i}, then squash s_j"),
-    ("eq1", "that is Eq. 1's squash: Efficient-CapsNet squashes with (1 - exp(-|s|)) s / |s| "
-     "(efficient_squash)"),
+    ("softmax_inputs", mistake(
+        "softmax-over-inputs", "your couplings sum to 1 over the input capsules i: the softmax runs "
+        "over the OUTPUT capsules j (dim=2 of (B, I, J)), so each input divides itself among the "
+        "outputs")),
+    ("no_scale", mistake(
+        "agreement-not-scaled", "the agreements are not scaled: divide u_hat_{j|i} . u_hat_{j|k} by "
+        "sqrt(D), D the capsule dimension (u_hat.shape[-1])")),
+    ("no_prior", mistake(
+        "prior-missing", "the prior b_ij is missing: s_j = sum_i (c_ij + b_ij) u_hat_{j|i} (c itself, "
+        "returned, stays without it)")),
+    ("prior_in_logits", mistake(
+        "prior-in-logits", "the prior is added to the couplings AFTER the softmax, c_ij + b_ij, not "
+        "to the logits before it")),
+    ("squash_first", mistake(
+        "squashed-before-sum", "you squashed the predictions before summing: sum first, s_j = sum_i "
+        "(c_ij + b_ij) u_hat_{j|i}, then squash s_j")),
+    ("eq1", mistake(
+        "eq1-squash", "that is Eq. 1's squash: Efficient-CapsNet squashes with (1 - exp(-|s|)) s / |s| "
+        "(efficient_squash)")),
 ]
 
 
@@ -70,20 +86,21 @@ def check_self_attention(fn: Callable[[torch.Tensor, torch.Tensor], object], *,
     expected = attention_variant(u_hat, prior)
     if not hint:
         if not isinstance(result, tuple) or len(result) != 2:
-            hint = f"return a tuple (v, c), got {type(result).__name__}"
+            hint = other("type", f"return a tuple (v, c), got {type(result).__name__}")
         elif not all(isinstance(got, torch.Tensor) and got.shape == want.shape
                      for got, want in zip(result, expected)):
-            hint = (f"v must have shape {tuple(expected[0].shape)} (B, J, D) and c "
-                    f"{tuple(expected[1].shape)} (B, I, J), got {shape_of(result[0])} and {shape_of(result[1])}")
+            hint = other("shape", f"v must have shape {tuple(expected[0].shape)} (B, J, D) and c "
+                         f"{tuple(expected[1].shape)} (B, I, J), got {shape_of(result[0])} and "
+                         f"{shape_of(result[1])}")
     if not hint and not all(close(got, want, rtol=1e-5, atol=1e-8) for got, want in zip(result, expected)):
         hint = next((text for kind, text in _ATTENTION_MISTAKES
                      if all(close(got, want, rtol=1e-5, atol=1e-8)
                             for got, want in zip(result, attention_variant(u_hat, prior, kind=kind)))), "")
         if not hint:
             right_c = close(result[1], expected[1], rtol=1e-5, atol=1e-8)
-            hint = ("c is right, v is not: s_j = sum_i (c_ij + b_ij) u_hat_{j|i}, v_j = efficient_squash(s_j)"
-                    if right_c else "c differs: A_j = u_hat_j u_hat_j^T / sqrt(D), c_ij = softmax over j of "
-                    "sum_k A_{j,ik}")
+            hint = other("values", "c is right, v is not: s_j = sum_i (c_ij + b_ij) u_hat_{j|i}, "
+                         "v_j = efficient_squash(s_j)" if right_c else "c differs: A_j = u_hat_j "
+                         "u_hat_j^T / sqrt(D), c_ij = softmax over j of sum_k A_{j,ik}")
     return verdict(hint, "self-attention routing: each prediction's agreement with the others, one pass.",
                    quiet=quiet)
 
@@ -109,12 +126,16 @@ def uniform_variant(u_hat: torch.Tensor, prior: torch.Tensor, *, kind: str = "ri
 
 
 _UNIFORM_MISTAKES = [
-    ("no_prior", "the learned prior is missing: Efficient-CapsNet adds b_ij to every coupling, so "
-     "a uniform coupling is 1/J + b_ij"),
-    ("over_inputs", "you shared each OUTPUT among the inputs (1/I): a coupling shares each input "
-     "among the J outputs, 1/J"),
-    ("softmax_prior", "with attention switched off there is no softmax: the weights are 1/J + b_ij"),
-    ("eq1", "that is Eq. 1's squash: Efficient-CapsNet squashes with 1 - exp(-|s|)"),
+    ("no_prior", mistake(
+        "prior-missing", "the learned prior is missing: Efficient-CapsNet adds b_ij to every "
+        "coupling, so a uniform coupling is 1/J + b_ij")),
+    ("over_inputs", mistake(
+        "shared-over-inputs", "you shared each OUTPUT among the inputs (1/I): a coupling shares "
+        "each input among the J outputs, 1/J")),
+    ("softmax_prior", mistake(
+        "softmax-of-prior",
+        "with attention switched off there is no softmax: the weights are 1/J + b_ij")),
+    ("eq1", mistake("eq1-squash", "that is Eq. 1's squash: Efficient-CapsNet squashes with 1 - exp(-|s|)")),
 ]
 
 
@@ -128,7 +149,8 @@ def check_uniform_couplings(fn: Callable[[torch.Tensor, torch.Tensor], object], 
     result, hint = call_learner(fn, u_hat.clone(), prior.clone(), what="your uniform_capsules")
     mistakes = [(lambda kind=kind: uniform_variant(u_hat, prior, kind=kind), text) for kind, text in _UNIFORM_MISTAKES]
     hint = hint or diagnose(result, uniform_variant(u_hat, prior), mistakes,
-                            "s_j = sum_i (1/J + b_ij) u_hat_{j|i}, v_j = efficient_squash(s_j)",
+                            other("values",
+                                  "s_j = sum_i (1/J + b_ij) u_hat_{j|i}, v_j = efficient_squash(s_j)"),
                             what="class capsules v (B, J, D)", atol=1e-7)
     return verdict(hint, "uniform_capsules: the same class layer with the attention switched off.",
                    quiet=quiet)

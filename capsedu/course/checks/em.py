@@ -23,7 +23,17 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, close, diagnose, shape_of, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    call_learner,
+    close,
+    diagnose,
+    mistake,
+    other,
+    reworded,
+    shape_of,
+    verdict,
+)
 from capsedu.nets import em_routing as em
 
 EPS = 1e-8
@@ -92,23 +102,32 @@ def m_step_variant(R, activations, votes, beta_u, beta_a, inverse_temperature, *
 
 
 _M_MISTAKES = [
-    ({"renormalise": True}, "you renormalised R' = R * a over the output capsules j: since R already "
-     "sums to 1 over j, dividing by that sum gives R back and the input activations cancel (the "
-     "port's bug) - use R' = R * a as it is"),
-    ({"weight_by_activation": False}, "the input activations are missing: weight the assignments, "
-     "R'_ij = R_ij * a_i, before every sum over i"),
-    ({"mass_in_cost": False}, "the cost must be multiplied by the mass sum_i R'_ij: "
-     "cost_jh = (beta_u_j + 0.5 * log sigma^2_jh) * sum_i R'_ij"),
-    ({"weighted_variance": False}, "sigma^2 must be the R'-weighted mean of (V - mu)^2, divided by "
-     "sum_i R'_ij, not a plain mean over the children"),
-    ({"count_denominator": True}, "you divided the weighted sum of (V - mu)^2 by the number of "
-     "children I: divide it by the parent's mass sum_i R'_ij, as for mu"),
-    ({"variance_eps": False}, "the variance needs + eps: a parent whose votes all agree exactly gets "
-     "sigma^2 = 0 and log sigma^2 = -inf (add eps to sigma^2 itself, not only to the denominators)"),
-    ({"half_log": False}, "the cost of one entry is beta_u + 0.5 * log sigma^2 (log sigma, not "
-     "log sigma^2), times the mass"),
-    ({"with_temperature": False}, "the inverse temperature is missing: a_j = sigmoid(lambda * "
-     "(beta_a_j - sum_h cost_jh))"),
+    ({"renormalise": True}, mistake(
+        "renormalised-over-j", "you renormalised R' = R * a over the output capsules j: since R "
+        "already sums to 1 over j, dividing by that sum gives R back and the input activations "
+        "cancel (the port's bug) - use R' = R * a as it is")),
+    ({"weight_by_activation": False}, mistake(
+        "activations-missing", "the input activations are missing: weight the assignments, "
+        "R'_ij = R_ij * a_i, before every sum over i")),
+    ({"mass_in_cost": False}, mistake(
+        "mass-missing-in-cost", "the cost must be multiplied by the mass sum_i R'_ij: "
+        "cost_jh = (beta_u_j + 0.5 * log sigma^2_jh) * sum_i R'_ij")),
+    ({"weighted_variance": False}, mistake(
+        "unweighted-variance", "sigma^2 must be the R'-weighted mean of (V - mu)^2, divided by "
+        "sum_i R'_ij, not a plain mean over the children")),
+    ({"count_denominator": True}, mistake(
+        "variance-divided-by-count", "you divided the weighted sum of (V - mu)^2 by the number of "
+        "children I: divide it by the parent's mass sum_i R'_ij, as for mu")),
+    ({"variance_eps": False}, mistake(
+        "variance-without-eps", "the variance needs + eps: a parent whose votes all agree exactly "
+        "gets sigma^2 = 0 and log sigma^2 = -inf (add eps to sigma^2 itself, not only to the "
+        "denominators)")),
+    ({"half_log": False}, mistake(
+        "cost-without-half", "the cost of one entry is beta_u + 0.5 * log sigma^2 (log sigma, not "
+        "log sigma^2), times the mass")),
+    ({"with_temperature": False}, mistake(
+        "inverse-temperature-missing", "the inverse temperature is missing: a_j = sigmoid(lambda * "
+        "(beta_a_j - sum_h cost_jh))")),
 ]
 
 
@@ -121,11 +140,12 @@ def _m_step_hint(results: list[object], problems: list[dict[str, torch.Tensor]],
     names = ("mu", "sigma_sq", "a_out")
     for result, p in zip(results, problems):
         if not isinstance(result, tuple) or len(result) != 3:
-            return f"return a tuple (mu, sigma_sq, a_out), got {type(result).__name__}"
+            return other("type", f"return a tuple (mu, sigma_sq, a_out), got {type(result).__name__}")
         expected = m_step_variant(**p, inverse_temperature=inverse_temperature)
         for name, got, want in zip(names, result, expected):
             if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-                return f"{name} must have shape {tuple(want.shape)} (B, J, ...), got {shape_of(got)}"
+                return other("shape", f"{name} must have shape {tuple(want.shape)} (B, J, ...), "
+                             f"got {shape_of(got)}")
     expected = [m_step_variant(**p, inverse_temperature=inverse_temperature) for p in problems]
     if all(_same(result, want) for result, want in zip(results, expected)):
         return ""
@@ -136,10 +156,12 @@ def _m_step_hint(results: list[object], problems: list[dict[str, torch.Tensor]],
     wrong = [name for k, name in enumerate(names)
              if not all(close(result[k], want[k], rtol=1e-5, atol=1e-12) for result, want in zip(results, expected))]
     if wrong == ["a_out"]:
-        return ("mu and sigma^2 are right; a_out is not: a_j = sigmoid(inverse_temperature * "
-                "(beta_a_j - sum_h cost_jh)), with cost_jh = (beta_u_j + 0.5 * log sigma^2_jh) * sum_i R'_ij")
-    return (f"{', '.join(wrong)} differ from the M-step: mu = sum_i R'V / sum_i R', sigma^2 = "
-            f"sum_i R'(V - mu)^2 / sum_i R' + eps, with R' = R * a (eps = {EPS} in both denominators)")
+        return other("values", "mu and sigma^2 are right; a_out is not: a_j = sigmoid("
+                     "inverse_temperature * (beta_a_j - sum_h cost_jh)), with cost_jh = "
+                     "(beta_u_j + 0.5 * log sigma^2_jh) * sum_i R'_ij")
+    return other("values", f"{', '.join(wrong)} differ from the M-step: mu = sum_i R'V / sum_i R', "
+                 f"sigma^2 = sum_i R'(V - mu)^2 / sum_i R' + eps, with R' = R * a (eps = {EPS} in "
+                 "both denominators)")
 
 
 def check_m_step(fn: Callable, *, quiet: bool = False) -> CheckResult:
@@ -171,12 +193,15 @@ def e_step_variant(votes, mu, sigma_sq, a_out, *, log_space=True, softmax_dim=2,
 
 
 _E_MISTAKES = [
-    ({"softmax_dim": 1}, "you normalised over the children i: each child's assignments R_ij sum "
-     "to 1 over the parents j (softmax over dim=2 in (B, I, J))"),
-    ({"with_activation": False}, "log a_j is missing: R_ij is proportional to a_j * p_ij, so add "
-     "log a_out (B, 1, J) to log p before the softmax"),
-    ({"with_normaliser": False}, "log p_ij needs the Gaussian's normaliser too: "
-     "- 0.5 * log sigma^2_jh - 0.5 * log(2 pi) for every h"),
+    ({"softmax_dim": 1}, mistake(
+        "normalised-over-children", "you normalised over the children i: each child's assignments "
+        "R_ij sum to 1 over the parents j (softmax over dim=2 in (B, I, J))")),
+    ({"with_activation": False}, mistake(
+        "log-activation-missing", "log a_j is missing: R_ij is proportional to a_j * p_ij, so add "
+        "log a_out (B, 1, J) to log p before the softmax")),
+    ({"with_normaliser": False}, mistake(
+        "gaussian-normaliser-missing", "log p_ij needs the Gaussian's normaliser too: "
+        "- 0.5 * log sigma^2_jh - 0.5 * log(2 pi) for every h")),
 ]
 
 
@@ -184,17 +209,19 @@ def _e_step_hint(probes: list[tuple[torch.Tensor, ...]], results: list[object]) 
     for args, got in zip(probes, results):
         expected = e_step_variant(*args)
         if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-            return f"return R of shape {tuple(expected.shape)} (B, I, J), got {shape_of(got)}"
+            return other("shape",
+                         f"return R of shape {tuple(expected.shape)} (B, I, J), got {shape_of(got)}")
     if not torch.isfinite(results[1]).all():
-        return ("NaN or inf for a child that votes far from every Gaussian: its p_ij underflow to 0 "
-                "(0/0). Stay in log space: R = softmax over j of (log a_j + log p_ij)")
+        return mistake("not-in-log-space",
+                       "NaN or inf for a child that votes far from every Gaussian: its p_ij underflow "
+                       "to 0 (0/0). Stay in log space: R = softmax over j of (log a_j + log p_ij)")
     if all(close(got, e_step_variant(*args)) for args, got in zip(probes, results)):
         return ""
     for options, hint in _E_MISTAKES:
         if all(close(got, e_step_variant(*args, **options)) for args, got in zip(probes, results)):
             return hint
-    return ("R differs: log p_ij = sum_h [-(V - mu)^2 / (2 sigma^2) - 0.5 log sigma^2 - 0.5 log 2pi], "
-            "R = softmax over j of (log a_j + log p_ij)")
+    return other("values", "R differs: log p_ij = sum_h [-(V - mu)^2 / (2 sigma^2) - 0.5 log sigma^2 "
+                 "- 0.5 log 2pi], R = softmax over j of (log a_j + log p_ij)")
 
 
 def check_e_step(fn: Callable, *, quiet: bool = False) -> CheckResult:
@@ -215,13 +242,15 @@ def check_e_step(fn: Callable, *, quiet: bool = False) -> CheckResult:
 
 
 _LINE_HINTS = {
-    1: "line 1 is right: R' = R * a weighs each child's assignments by its activation",
-    3: "line 3 is right: the mass sum_i R'_ij of each parent",
-    4: "line 4 is right: dividing by the mass turns R' into weights that sum to 1 over i",
-    5: "line 5 is right: the weighted mean of the votes",
-    6: "line 6 is right: the weighted variance (plus eps)",
-    7: "line 7 is right: log sigma = 0.5 log sigma^2, times the mass",
-    8: "line 8 is right: the activation from the cost",
+    1: mistake("chose-line-1",
+               "line 1 is right: R' = R * a weighs each child's assignments by its activation"),
+    3: mistake("chose-line-3", "line 3 is right: the mass sum_i R'_ij of each parent"),
+    4: mistake("chose-line-4",
+               "line 4 is right: dividing by the mass turns R' into weights that sum to 1 over i"),
+    5: mistake("chose-line-5", "line 5 is right: the weighted mean of the votes"),
+    6: mistake("chose-line-6", "line 6 is right: the weighted variance (plus eps)"),
+    7: mistake("chose-line-7", "line 7 is right: log sigma = 0.5 log sigma^2, times the mass"),
+    8: mistake("chose-line-8", "line 8 is right: the activation from the cost"),
 }
 
 
@@ -231,10 +260,12 @@ def check_spot_the_bug(fn: Callable[[], int], *, quiet: bool = False) -> CheckRe
     if hint:
         pass
     elif not isinstance(line, int) or isinstance(line, bool):
-        hint = f"return the line number, an int from 1 to 8, got {line!r}"
+        hint = other("type", f"return the line number, an int from 1 to 8, got {line!r}")
     elif line != 2:
-        hint = _LINE_HINTS.get(line, f"there is no line {line}: the numbers run from 1 to 8")
-        hint += ". Look for the line after which halving one a_i changes nothing."
+        hint = _LINE_HINTS.get(line) or other(
+            "values", f"there is no line {line}: the numbers run from 1 to 8")
+        hint = reworded(hint, hint + ". Look for the line after which halving one a_i changes "
+                        "nothing.")
     return verdict(hint, "line 2: R already sums to 1 over j, so renormalising R * a over j "
                    "divides a_i out again.", quiet=quiet)
 
@@ -262,15 +293,21 @@ def own_parent_share(votes: torch.Tensor, activations: torch.Tensor, schedule: l
 em_routing_function = em.em_routing
 
 _SHARE_MISTAKES = [
-    ("last_only", "every iteration used the last lambda: route with the whole schedule, "
-     "em_routing(..., len(schedule), schedule) - lambda_t = schedule[t]"),
-    ("reversed", "the schedule ran backwards: iteration t uses schedule[t], the first value first"),
-    ("swapped", "children 0-7 agree on parent 0 and children 8-15 on parent 1: R[:, :8, 0] and "
-     "R[:, 8:16, 1]"),
-    ("activations", "that is the parents' activations: the share is the assignments R of each "
-     "group's children to the parent that group agrees on"),
-    ("all_children", "average over each group's own children only (0-7 for parent 0, 8-15 for "
-     "parent 1), not over all 24"),
+    ("last_only", mistake(
+        "last-lambda-only", "every iteration used the last lambda: route with the whole schedule, "
+        "em_routing(..., len(schedule), schedule) - lambda_t = schedule[t]")),
+    ("reversed", mistake(
+        "schedule-reversed",
+        "the schedule ran backwards: iteration t uses schedule[t], the first value first")),
+    ("swapped", mistake(
+        "parents-swapped", "children 0-7 agree on parent 0 and children 8-15 on parent 1: "
+        "R[:, :8, 0] and R[:, 8:16, 1]")),
+    ("activations", mistake(
+        "activations-not-assignments", "that is the parents' activations: the share is the "
+        "assignments R of each group's children to the parent that group agrees on")),
+    ("all_children", mistake(
+        "averaged-over-all-children", "average over each group's own children only (0-7 for "
+        "parent 0, 8-15 for parent 1), not over all 24")),
 ]
 
 
@@ -288,7 +325,8 @@ def check_schedule_share(fn: Callable, *, quiet: bool = False) -> CheckResult:
     mistakes = [(lambda kind=kind: own_parent_share(votes, activations, schedule, kind=kind), text)
                 for kind, text in _SHARE_MISTAKES]
     hint = hint or diagnose(result, own_parent_share(votes, activations, schedule), mistakes,
-                            "route with em_routing(votes, activations, zeros, zeros, len(schedule), "
-                            "schedule) and average R[:, :8, 0] and R[:, 8:16, 1] per toy",
+                            other("values", "route with em_routing(votes, activations, zeros, "
+                                  "zeros, len(schedule), schedule) and average R[:, :8, 0] and "
+                                  "R[:, 8:16, 1] per toy"),
                             what="one share per toy", rtol=1e-4, atol=1e-6)
     return verdict(hint, "own_parent_share measures how well routing sorts the two groups.", quiet=quiet)

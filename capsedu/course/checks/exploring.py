@@ -20,7 +20,14 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    call_learner,
+    diagnose,
+    mistake,
+    other,
+    verdict,
+)
 from capsedu.explore.probes import perturb_and_decode
 from capsedu.nets.capsnet import mask_capsules
 from capsedu.nets.squash import squash
@@ -76,9 +83,9 @@ def check_perturb_and_decode(fn: ProbeFn, *, quiet: bool = False) -> CheckResult
     if hint:
         return verdict(hint, "", quiet=quiet)
     if not torch.equal(given, capsules):
-        return verdict("your function changed `capsules` in place: work on a copy "
-                       "(capsules.clone()), or every later probe starts from a capsule that "
-                       "was already moved", "", quiet=quiet)
+        return verdict(other("mutation", "your function changed `capsules` in place: work on a "
+                             "copy (capsules.clone()), or every later probe starts from a capsule "
+                             "that was already moved"), "", quiet=quiet)
     expected = perturb_and_decode(decoder, capsules, _DIM, _DELTA)  # (P,)
     moved = _moved(capsules, winner, _DIM, _DELTA)  # (J, D_out)
     by_sum = int(capsules.sum(dim=-1).argmax())
@@ -90,35 +97,39 @@ def check_perturb_and_decode(fn: ProbeFn, *, quiet: bool = False) -> CheckResult
     length = "the winner is the LONGEST capsule: capsules.norm(dim=-1).argmax(), one length per class"
     mistakes = [
         (lambda: decoder(moved.flatten()[None])[0],
-         "decode the winning capsule alone: zero every other capsule first (the mask of lesson "
-         "05), as the network's decoder always sees it"),
+         mistake("decoded-unmasked", "decode the winning capsule alone: zero every other capsule "
+                 "first (the mask of lesson 05), as the network's decoder always sees it")),
         (lambda: decoder(shifted_all.flatten()[None])[0],
-         "you moved dimension `dim` of every capsule and decoded them all: move the winner's "
-         "only, and zero the others (the mask)"),
+         mistake("moved-every-capsule", "you moved dimension `dim` of every capsule and decoded "
+                 "them all: move the winner's only, and zero the others (the mask)")),
         (lambda: _decode_masked(decoder, _moved(capsules, by_wrong_axis, _DIM, _DELTA), by_wrong_axis),
-         length + " - you took the norm over the classes (dim=0)"),
+         mistake("winner-norm-over-classes", length + " - you took the norm over the classes (dim=0)")),
         (lambda: _decode_masked(decoder, _moved(capsules, by_sum, _DIM, _DELTA), by_sum),
-         length + " - not the largest sum of its entries"),
+         mistake("winner-by-sum", length + " - not the largest sum of its entries")),
         (lambda: _decode_masked(decoder, _moved(capsules, by_entry, _DIM, _DELTA), by_entry),
-         length + " - not the one with the largest single entry"),
+         mistake("winner-by-largest-entry", length + " - not the one with the largest single entry")),
         (lambda: _decode_masked(decoder, capsules, winner),
-         "that is the plain reconstruction: delta never reached the decoded capsule; add it to "
-         "capsules[winner, dim] (row = class, column = pose dimension)"),
+         mistake("delta-not-applied", "that is the plain reconstruction: delta never reached the "
+                 "decoded capsule; add it to capsules[winner, dim] (row = class, column = pose "
+                 "dimension)")),
         (lambda: _decode_masked(decoder, squash(moved), winner),
-         "do not squash again: Figure 4 moves the output capsule v itself; squashing after the "
-         "move changes its length back and blurs the effect"),
+         mistake("squashed-again", "do not squash again: Figure 4 moves the output capsule v "
+                 "itself; squashing after the move changes its length back and blurs the effect")),
         (lambda: _decode_masked(decoder, _moved(capsules, winner, _DIM, -_DELTA), winner),
-         "the sign is reversed: ADD delta to the dimension"),
+         mistake("delta-subtracted", "the sign is reversed: ADD delta to the dimension")),
         (lambda: decoder(wrong_order[None])[0],
-         "flatten capsule by capsule: (J, D_out) -> J*D_out with capsule j in entries "
-         "j*D_out..(j+1)*D_out-1, as the decoder was trained (no transpose)"),
+         mistake("transposed-flatten", "flatten capsule by capsule: (J, D_out) -> J*D_out with "
+                 "capsule j in entries j*D_out..(j+1)*D_out-1, as the decoder was trained (no "
+                 "transpose)")),
         (lambda: _decode_masked(decoder, capsules + _DELTA * torch.nn.functional.one_hot(
             torch.tensor(winner), len(capsules))[:, None].float(), winner),
-         "you moved every dimension of the winner: add delta to dimension `dim` only"),
+         mistake("moved-every-dimension",
+                 "you moved every dimension of the winner: add delta to dimension `dim` only")),
     ]
-    hint = diagnose(result, expected, mistakes, "the image differs from decoding the masked winner "
-                    "with delta added to its dimension `dim`", what="the decoder's output for one "
-                    "image (take [0] of the batch it returns)", rtol=1e-4, atol=1e-5)
+    hint = diagnose(result, expected, mistakes, other("values", "the image differs from decoding "
+                    "the masked winner with delta added to its dimension `dim`"), what="the "
+                    "decoder's output for one image (take [0] of the batch it returns)", rtol=1e-4,
+                    atol=1e-5)
     return verdict(hint, "perturb_and_decode moves one pose dimension of the winning capsule and "
                    "redraws it, as in Figure 4.", quiet=quiet)
 
@@ -182,20 +193,25 @@ def check_aligned_shift(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Te
     except (TypeError, ValueError, RuntimeError):
         pass  # diagnose names what came back instead
     mistakes = [
-        (lambda: -expected, "the sign is reversed: dx > 0 means `high` sits to the RIGHT of `low`"),
-        (lambda: expected + max_shift, "that is the position in your list of candidate shifts: "
-         "subtract max_shift to get the shift itself (-max_shift..max_shift)"),
+        (lambda: -expected, mistake("shift-sign-reversed", "the sign is reversed: dx > 0 means "
+                                    "`high` sits to the RIGHT of `low`")),
+        (lambda: expected + max_shift, mistake("index-not-shift", "that is the position in your "
+         "list of candidate shifts: subtract max_shift to get the shift itself "
+         "(-max_shift..max_shift)")),
         (lambda: reference_aligned_shift(low.transpose(-2, -1), high.transpose(-2, -1), max_shift).double(),
-         "that is the vertical shift: move the pictures along their columns (the last dimension)"),
-        (lambda: reference_aligned_shift(low, high, 6).double(), "stay within -max_shift..max_shift "
-         "(here 4): use the argument, not a number of your own"),
-        (lambda: _centre_shift(low, high).round(), "that follows the centre of the ink, which moves "
-         "whenever ink is added on one side (a bolder stroke): compare whole pictures, shifted"),
-        (lambda: _centre_shift(low, high), "that is how far the centre of the ink moves: it moves "
-         "whenever ink is added on one side (a bolder stroke); compare whole pictures, shifted"),
+         mistake("vertical-shift", "that is the vertical shift: move the pictures along their "
+                 "columns (the last dimension)")),
+        (lambda: reference_aligned_shift(low, high, 6).double(), mistake("max-shift-ignored",
+         "stay within -max_shift..max_shift (here 4): use the argument, not a number of your own")),
+        (lambda: _centre_shift(low, high).round(), mistake("centre-of-ink", "that follows the "
+         "centre of the ink, which moves whenever ink is added on one side (a bolder stroke): "
+         "compare whole pictures, shifted")),
+        (lambda: _centre_shift(low, high), mistake("centre-of-ink", "that is how far the centre of "
+         "the ink moves: it moves whenever ink is added on one side (a bolder stroke); compare "
+         "whole pictures, shifted")),
     ]
-    hint = diagnose(result, expected, mistakes, "for each pair, keep the dx whose shifted `low` "
-                    "overlaps `high` most (largest sum of products)", what="one whole-pixel shift "
-                    "per pair", rtol=0.0, atol=1e-6)
+    hint = diagnose(result, expected, mistakes, other("values", "for each pair, keep the dx whose "
+                    "shifted `low` overlaps `high` most (largest sum of products)"), what="one "
+                    "whole-pixel shift per pair", rtol=0.0, atol=1e-6)
     return verdict(hint, "aligned_shift finds a move (3, -2, 2 px...) and ignores a bolder stroke "
                    "(0 px).", quiet=quiet)

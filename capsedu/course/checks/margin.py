@@ -20,7 +20,15 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, shape_of, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    call_learner,
+    mistake,
+    other,
+    reworded,
+    shape_of,
+    verdict,
+)
 from capsedu.nets.losses import margin_loss
 
 _SEED = 20171026
@@ -38,26 +46,36 @@ def _variant(lengths: torch.Tensor, present: torch.Tensor, *, pos_power: int = 2
     return per_image.mean() if batch_reduce == "mean" else per_image.sum()
 
 
-UNSQUARED_HINT = ("the hinge is not squared: Eq. 4 uses max(0, m+ - ||v||)**2 and "
-                  "max(0, ||v|| - m-)**2 - square both terms")
-MISSING_LAMBDA_HINT = ("the absent-class term is not down-weighted: multiply "
-                       "(1 - T) * max(0, ||v|| - m-)**2 by lambda = 0.5")
+UNSQUARED_HINT = mistake("hinge-not-squared",
+                         "the hinge is not squared: Eq. 4 uses max(0, m+ - ||v||)**2 and "
+                         "max(0, ||v|| - m-)**2 - square both terms")
+MISSING_LAMBDA_HINT = mistake("lambda-missing",
+                              "the absent-class term is not down-weighted: multiply "
+                              "(1 - T) * max(0, ||v|| - m-)**2 by lambda = 0.5")
 
 _BUGS: list[tuple[dict, str]] = [
     ({"pos_power": 1, "neg_power": 1}, UNSQUARED_HINT),
-    ({"pos_power": 1}, "the present-class hinge max(0, m+ - ||v||) is not squared"),
-    ({"neg_power": 1}, "the absent-class hinge max(0, ||v|| - m-) is not squared"),
+    ({"pos_power": 1}, mistake("present-hinge-not-squared",
+                               "the present-class hinge max(0, m+ - ||v||) is not squared")),
+    ({"neg_power": 1}, mistake("absent-hinge-not-squared",
+                               "the absent-class hinge max(0, ||v|| - m-) is not squared")),
     ({"lam_neg": 1.0}, MISSING_LAMBDA_HINT),
-    ({"lam_neg": 1.0, "lam_pos": 0.5}, ("lambda multiplies the wrong term: it belongs to the "
-                                       "absent classes (1 - T), not the present ones (T)")),
-    ({"m_pos": 0.1, "m_neg": 0.9}, ("the margins are swapped: present classes should be pushed "
-                                   "above m+ = 0.9 and absent ones below m- = 0.1")),
-    ({"hinge": False}, ("the max(0, .) is missing: without it a present class longer than 0.9 "
-                       "(or an absent one shorter than 0.1) is still penalised")),
-    ({"class_reduce": "mean"}, ("you averaged over the classes: Eq. 4 is summed over the J "
-                               "classes (then averaged over the batch)")),
-    ({"batch_reduce": "sum"}, ("you summed over the batch: sum over classes, then take the "
-                              "mean over the B images")),
+    ({"lam_neg": 1.0, "lam_pos": 0.5}, mistake("lambda-on-wrong-term",
+                                               "lambda multiplies the wrong term: it belongs to "
+                                               "the absent classes (1 - T), not the present ones "
+                                               "(T)")),
+    ({"m_pos": 0.1, "m_neg": 0.9}, mistake("margins-swapped",
+                                           "the margins are swapped: present classes should be "
+                                           "pushed above m+ = 0.9 and absent ones below m- = 0.1")),
+    ({"hinge": False}, mistake("hinge-missing",
+                               "the max(0, .) is missing: without it a present class longer than "
+                               "0.9 (or an absent one shorter than 0.1) is still penalised")),
+    ({"class_reduce": "mean"}, mistake("mean-over-classes",
+                                       "you averaged over the classes: Eq. 4 is summed over the J "
+                                       "classes (then averaged over the batch)")),
+    ({"batch_reduce": "sum"}, mistake("sum-over-batch",
+                                      "you summed over the batch: sum over classes, then take the "
+                                      "mean over the B images")),
 ]
 
 
@@ -77,13 +95,15 @@ def _margin_hint(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) 
     if hint:
         return hint
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-        return ("return a scalar tensor (0-D): sum over the classes, then .mean() over the batch; "
-                f"got {shape_of(loss)}")
+        return other("shape",
+                     "return a scalar tensor (0-D): sum over the classes, then .mean() over the "
+                     f"batch; got {shape_of(loss)}")
     if _same(loss, margin_loss(lengths, present)):
         return ""
     return next((hint for options, hint in _BUGS if _same(loss, _variant(lengths, present, **options))),
-                "the value differs from Eq. 4: L_k = T_k max(0, 0.9 - ||v_k||)**2 + 0.5 (1 - T_k) "
-                "max(0, ||v_k|| - 0.1)**2, summed over k, mean over the batch")
+                other("values", "the value differs from Eq. 4: L_k = T_k max(0, 0.9 - ||v_k||)**2 "
+                      "+ 0.5 (1 - T_k) max(0, ||v_k|| - 0.1)**2, summed over k, mean over the "
+                      "batch"))
 
 
 def check_margin_loss(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -106,18 +126,25 @@ def _multi_hot_hint(multi_hot_fn: Callable[[Sequence[Sequence[int]], int], torch
     if hint:
         return hint
     if not isinstance(targets, torch.Tensor) or tuple(targets.shape) != (4, num_classes):
-        return f"expected a (B, J) = (4, {num_classes}) tensor, got {shape_of(targets)}"
+        return other("shape",
+                     f"expected a (B, J) = (4, {num_classes}) tensor, got {shape_of(targets)}")
     if not targets.is_floating_point():
-        return (f"T must be floating point (it multiplies the loss), got {targets.dtype}: use "
-                "torch.zeros(..., dtype=torch.float32)")
+        return other("dtype",
+                     f"T must be floating point (it multiplies the loss), got {targets.dtype}: use "
+                     "torch.zeros(..., dtype=torch.float32)")
     if torch.equal(targets, expected):
         return ""
     if targets.max() > 1:
-        return ("an entry is above 1: a digit listed twice ([5, 5]) is still just present - set T "
-                "to 1, do not add")
+        return mistake("label-counted-twice",
+                       "an entry is above 1: a digit listed twice ([5, 5]) is still just present - "
+                       "set T to 1, do not add")
     if torch.equal(targets.sum(dim=1), torch.ones(4)):
-        return "only one class per image is set: mark every label in each list, e.g. [1, 7] -> T_1 = T_7 = 1"
-    return "some entries are wrong: row b must be 1 exactly at the classes in label_lists[b] and 0 elsewhere"
+        return mistake("one-class-per-image",
+                       "only one class per image is set: mark every label in each list, e.g. [1, "
+                       "7] -> T_1 = T_7 = 1")
+    return other("values",
+                 "some entries are wrong: row b must be 1 exactly at the classes in label_lists[b] "
+                 "and 0 elsewhere")
 
 
 def check_multi_hot(multi_hot_fn: Callable[[Sequence[Sequence[int]], int], torch.Tensor],
@@ -129,9 +156,11 @@ def check_multi_hot(multi_hot_fn: Callable[[Sequence[Sequence[int]], int], torch
 
 # --- Exercise: a margin loss that takes the capsules themselves (the labml peer, fixed) -------
 
-SQRT_EPS_HINT = ("a zero capsule gives NaN gradients: the slope of sqrt at 0 is infinite. Put a "
-                 "small eps inside the root, torch.sqrt((v ** 2).sum(-1) + eps), as lesson 01's squash does, or "
-                 "use v.norm(dim=-1), whose gradient PyTorch sets to 0 at a zero vector")
+SQRT_EPS_HINT = mistake("bare-sqrt-nan-gradient",
+                        "a zero capsule gives NaN gradients: the slope of sqrt at 0 is infinite. "
+                        "Put a small eps inside the root, torch.sqrt((v ** 2).sum(-1) + eps), as "
+                        "lesson 01's squash does, or use v.norm(dim=-1), whose gradient PyTorch "
+                        "sets to 0 at a zero vector")
 
 
 def _capsule_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -156,15 +185,19 @@ def _capsule_margin_hint(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.T
     if hint:
         return hint
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-        return f"return a scalar tensor (0-D), the mean over the batch; got {shape_of(loss)}"
+        return other("shape",
+                     f"return a scalar tensor (0-D), the mean over the batch; got {shape_of(loss)}")
     present = torch.nn.functional.one_hot(labels, lengths.shape[1]).float()  # (B, J)
     same = lambda a, b: torch.allclose(a.detach().double(), b.double(), rtol=1e-4, atol=1e-6)  # noqa: E731
     if not same(loss, margin_loss(lengths, present)):
         return next((hint for options, hint in _BUGS if same(loss, _variant(lengths, present, **options))),
-                    "the value differs from Eq. 4 with ||v_k|| computed from the capsules: take the "
-                    "length over the last dimension, then L_k summed over k, mean over the batch")
+                    other("values", "the value differs from Eq. 4 with ||v_k|| computed from the "
+                          "capsules: take the length over the last dimension, then L_k summed over "
+                          "k, mean over the batch"))
     if not loss.requires_grad:
-        return "the loss is detached from v: compute it from v with torch operations (no .item(), no numpy)"
+        return mistake("loss-detached",
+                       "the loss is detached from v: compute it from v with torch operations (no "
+                       ".item(), no numpy)")
     (grad,) = torch.autograd.grad(loss, v)
     if not torch.isfinite(grad).all():
         return SQRT_EPS_HINT
@@ -205,15 +238,20 @@ def _pull_mistakes(x: torch.Tensor, present: bool, lam: float, squared: bool) ->
     weight = 1.0 if present else lam
     sign = 1.0 if present else -1.0
     return [
-        (-right, "that is the slope dL/d||v||; the pull is its negative (> 0 lengthens the capsule, "
-                 "< 0 shortens it)"),
-        (right / 2 if squared else 2 * right, "check the factor: the slope of x**2 is 2x, the slope of x is 1"),
-        (sign * right.abs() * (lam if present else 1 / lam), ("lambda scales the absent classes only: "
-                                                             "a present class's pull has no lambda")),
+        (-right, mistake("slope-not-pull", "that is the slope dL/d||v||; the pull is its negative "
+                         "(> 0 lengthens the capsule, < 0 shortens it)")),
+        (right / 2 if squared else 2 * right,
+         mistake("wrong-factor", "check the factor: the slope of x**2 is 2x, the slope of x is 1")),
+        (sign * right.abs() * (lam if present else 1 / lam),
+         mistake("lambda-on-present-class",
+                 "lambda scales the absent classes only: a present class's pull has no lambda")),
         (sign * weight * (2 * gap if squared else torch.ones_like(x)),
-         "outside the margin the loss is flat (present above 0.9, absent below 0.1): the pull is 0 there"),
-        (sign * weight * inside * gap ** (2 if squared else 1), "that is the loss L_k itself, not its slope"),
-        (reference_pull(x, present, 0.5, squared), "use the lam argument, not a fixed 0.5"),
+         mistake("pull-outside-margin", "outside the margin the loss is flat (present above 0.9, "
+                 "absent below 0.1): the pull is 0 there")),
+        (sign * weight * inside * gap ** (2 if squared else 1),
+         mistake("loss-not-slope", "that is the loss L_k itself, not its slope")),
+        (reference_pull(x, present, 0.5, squared),
+         mistake("fixed-lambda", "use the lam argument, not a fixed 0.5")),
     ]
 
 
@@ -229,15 +267,17 @@ def _pull_hint(fn: PullFn) -> str:
                     return hint
                 right = reference_pull(*args)
                 if not isinstance(got, torch.Tensor) or got.shape != right.shape:
-                    return f"{what}: return one pull per length, shape {tuple(right.shape)}; got {shape_of(got)}"
+                    return other("shape",
+                                 f"{what}: return one pull per length, shape {tuple(right.shape)}; "
+                                 f"got {shape_of(got)}")
                 if torch.allclose(got.detach().double(), right.double(), atol=1e-5):
                     continue
                 hint = next((h for wrong, h in _pull_mistakes(x, present, lam, squared)
                              if torch.allclose(got.detach().double(), wrong.double(), atol=1e-5)),
-                            f"at lengths {[round(v, 2) for v in x.tolist()]} the pull is "
-                            f"{[round(v, 3) for v in right.tolist()]}, you gave "
-                            f"{[round(v, 3) for v in got.detach().tolist()]}")
-                return f"{what}: {hint}"
+                            other("values", f"at lengths {[round(v, 2) for v in x.tolist()]} the "
+                                  f"pull is {[round(v, 3) for v in right.tolist()]}, you gave "
+                                  f"{[round(v, 3) for v in got.detach().tolist()]}"))
+                return reworded(hint, f"{what}: {hint}")
     return ""
 
 

@@ -22,7 +22,15 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, close, shape_of, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    call_learner,
+    close,
+    mistake,
+    other,
+    shape_of,
+    verdict,
+)
 from capsedu.data.multimnist import PairTargets
 from capsedu.nets.capsnet import CapsNet, CapsNetConfig
 from capsedu.nets.losses import RECON_WEIGHT, margin_loss
@@ -67,28 +75,32 @@ def _pair_problem(fn: Callable, images: torch.Tensor, labels: torch.Tensor, seed
         if hint:
             return hint, shifts
         if not (isinstance(result, tuple) and len(result) == 3):
-            return "return a tuple (image, labels, digits)", shifts
+            return other("type", "return a tuple (image, labels, digits)"), shifts
         image, pair_labels, digits = result
         for got, want, what in ((image, (1, CANVAS, CANVAS), "the image"), (pair_labels, (2,), "the labels"),
                                 (digits, (2, 1, CANVAS, CANVAS), "the two digits alone")):
             if not isinstance(got, torch.Tensor) or tuple(got.shape) != want:
-                return f"{what} must be a tensor of shape {want}, got {shape_of(got)}", shifts
+                return other("shape", f"{what} must be a tensor of shape {want}, got "
+                                      f"{shape_of(got)}"), shifts
         read = [_read_digit(d) for d in digits]
         if None in read:
-            return ("a digit is cut off or not placed whole: centre each 28 x 28 digit on the 36 x 36 "
-                    "canvas (4 pixels of padding) and shift it by at most 4 pixels"), shifts
+            return mistake("digit-not-placed-whole", "a digit is cut off or not placed whole: centre "
+                           "each 28 x 28 digit on the 36 x 36 canvas (4 pixels of padding) and shift "
+                           "it by at most 4 pixels"), shifts
         (first, dx1, dy1), (second, dx2, dy2) = read
         if pair_labels.tolist() != [int(labels[first]), int(labels[second])]:
-            return "the labels you return are not the classes of the two digits you placed, in order", shifts
+            return mistake("labels-not-of-placed-digits", "the labels you return are not the "
+                           "classes of the two digits you placed, in order"), shifts
         if labels[first] == labels[second]:
-            return ("two digits of the same class: the second digit must be of a DIFFERENT class "
-                    "(draw again until the classes differ)"), shifts
+            return mistake("same-class-digits", "two digits of the same class: the second digit "
+                           "must be of a DIFFERENT class (draw again until the classes differ)"), shifts
         if float(image.max()) > 1.0 + 1e-6:
-            return ("pixels above 1: the paper merges by min(a + b, 1) — clip the sum (or take the "
-                    "pixel-wise maximum)"), shifts
+            return mistake("merge-not-clipped", "pixels above 1: the paper merges by min(a + b, 1) "
+                           "— clip the sum (or take the pixel-wise maximum)"), shifts
         merged = (digits[0] + digits[1]).clamp(max=1.0), torch.maximum(digits[0], digits[1])
         if not any(torch.allclose(image, m, atol=1e-6) for m in merged):
-            return "the image is not the merge of the two digits you return: min(a + b, 1) of the two", shifts
+            return other("values", "the image is not the merge of the two digits you return: "
+                         "min(a + b, 1) of the two"), shifts
         shifts.append((dx1, dy1, dx2, dy2))
     return "", shifts
 
@@ -103,22 +115,26 @@ def check_pair(fn: Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple
     if not hint:
         values = torch.tensor(shifts)  # (draws, 4): dx1, dy1, dx2, dy2
         if values.abs().max() > SHIFT:
-            hint = (f"a shift of {int(values.abs().max())} pixels: each digit moves by at most ±4 in x and "
-                    "in y from the centre of the canvas")
+            hint = mistake("shift-too-large", f"a shift of {int(values.abs().max())} pixels: each "
+                           "digit moves by at most ±4 in x and in y from the centre of the canvas")
         elif values.max() < SHIFT:
-            hint = ("no digit is ever shifted by +4: torch.randint(low, high) never returns high — "
-                    "use randint(-4, 5)")
+            hint = mistake("randint-high-excluded", "no digit is ever shifted by +4: "
+                           "torch.randint(low, high) never returns high — use randint(-4, 5)")
         elif values.min() > -SHIFT:
-            hint = "no digit is ever shifted by -4: the shifts run from -4 to +4"
+            hint = mistake("never-shifted-by-minus-4",
+                           "no digit is ever shifted by -4: the shifts run from -4 to +4")
         elif torch.equal(values[:, :2], values[:, 2:]):
-            hint = "both digits always get the same shift: draw a shift for each digit"
+            hint = mistake("same-shift-for-both-digits",
+                           "both digits always get the same shift: draw a shift for each digit")
         elif torch.equal(values[:, 0], values[:, 1]) and torch.equal(values[:, 2], values[:, 3]):
-            hint = "each digit moves as far in x as in y: draw dx and dy separately"
+            hint = mistake("dx-equals-dy", "each digit moves as far in x as in y: draw dx and dy "
+                           "separately")
     if not hint:
         again = _pair_problem(fn, images, labels, seed=0, draws=300)[1]
         if again != shifts:
-            hint = ("the same generator seed gave different pairs: draw every random number from the "
-                    "generator you are given (torch.randint(..., generator=generator))")
+            hint = mistake("generator-not-used", "the same generator seed gave different pairs: "
+                           "draw every random number from the generator you are given "
+                           "(torch.randint(..., generator=generator))")
     return verdict(hint, "my_pair draws two digits of different classes, each shifted by up to ±4 "
                    "pixels on its own, merged as the paper merges them.", quiet=quiet)
 
@@ -175,22 +191,31 @@ def _two_digit_variants(model: CapsNet, images: torch.Tensor, targets: PairTarge
     both_kept = model.decoder((v * targets.multi_hot[..., None]).flatten(1))  # (B, C*S*S)
     return {
         "": margin + RECON_WEIGHT * right_recon,
-        "the margin loss sees only the first digit: its target must be the two-hot multi_hot, with "
-        "both classes present": margin_loss(lengths, one_hot) + RECON_WEIGHT * right_recon,
-        "each reconstruction is compared with the merged image: compare it with its own digit alone "
-        "(targets.digits[:, k]) — that is what makes the capsules separate the digits":
-            margin + RECON_WEIGHT * (sse(own[0], images) + sse(own[1], images)),
-        "you decoded both capsules at once and compared with the merged image: decode each digit "
-        "from its own label's capsule, with the other capsule masked": margin + RECON_WEIGHT * sse(both_kept, images),
-        "only the first digit is reconstructed: add the second digit's masked reconstruction":
-            margin + RECON_WEIGHT * sse(own[0], digits[0]),
-        "each digit is decoded from the OTHER label's capsule: mask by targets.labels[:, k] for "
-        "digit k": margin + RECON_WEIGHT * (sse(own[1], digits[0]) + sse(own[0], digits[1])),
-        "the reconstruction error is a mean over pixels: the paper SUMS the squared errors (a mean "
-        "× 0.0005 is 1,296 times too weak on 36 × 36 images)":
+        mistake("margin-first-digit-only",
+                "the margin loss sees only the first digit: its target must be the two-hot "
+                "multi_hot, with both classes present"):
+            margin_loss(lengths, one_hot) + RECON_WEIGHT * right_recon,
+        mistake("compared-with-merged-image",
+                "each reconstruction is compared with the merged image: compare it with its own "
+                "digit alone (targets.digits[:, k]) — that is what makes the capsules separate the "
+                "digits"): margin + RECON_WEIGHT * (sse(own[0], images) + sse(own[1], images)),
+        mistake("decoded-both-capsules-at-once",
+                "you decoded both capsules at once and compared with the merged image: decode each "
+                "digit from its own label's capsule, with the other capsule masked"):
+            margin + RECON_WEIGHT * sse(both_kept, images),
+        mistake("first-digit-only-reconstructed",
+                "only the first digit is reconstructed: add the second digit's masked "
+                "reconstruction"): margin + RECON_WEIGHT * sse(own[0], digits[0]),
+        mistake("swapped-label-capsules",
+                "each digit is decoded from the OTHER label's capsule: mask by targets.labels[:, k] "
+                "for digit k"): margin + RECON_WEIGHT * (sse(own[1], digits[0]) + sse(own[0], digits[1])),
+        mistake("mean-over-pixels",
+                "the reconstruction error is a mean over pixels: the paper SUMS the squared errors "
+                "(a mean × 0.0005 is 1,296 times too weak on 36 × 36 images)"):
             margin + RECON_WEIGHT * (mse(own[0], digits[0]) + mse(own[1], digits[1])),
-        "the reconstruction term is not weighted: multiply the summed squared errors by 0.0005":
-            margin + right_recon,
+        mistake("reconstruction-not-weighted",
+                "the reconstruction term is not weighted: multiply the summed squared errors by "
+                "0.0005"): margin + right_recon,
     }
 
 
@@ -210,14 +235,16 @@ def check_two_digit_loss(fn: Callable, *, quiet: bool = False) -> CheckResult:
     result, hint = call_learner(fn, model, images, targets, what="your my_two_digit_loss")
     if not hint:
         if not isinstance(result, torch.Tensor) or result.dim() != 0:
-            hint = f"return one number as a 0-d tensor (the batch mean), got {shape_of(result)}"
+            hint = other("shape",
+                         f"return one number as a 0-d tensor (the batch mean), got {shape_of(result)}")
         elif not result.requires_grad:
-            hint = "the loss has no gradient: keep it a tensor (no .item(), no torch.no_grad())"
+            hint = mistake("loss-without-gradient", "the loss has no gradient: keep it a tensor "
+                           "(no .item(), no torch.no_grad())")
         elif not close(result, variants[""], rtol=2e-5):
             hint = next((h for h, value in variants.items() if h and close(result, value, rtol=2e-5)),
-                        "the loss differs from Section 6's: margin loss on multi_hot + 0.0005 × "
-                        "(squared error of each digit's masked reconstruction, summed over pixels), "
-                        "batch mean")
+                        other("values", "the loss differs from Section 6's: margin loss on "
+                              "multi_hot + 0.0005 × (squared error of each digit's masked "
+                              "reconstruction, summed over pixels), batch mean"))
     return verdict(hint, "my_two_digit_loss is Section 6's loss: margin loss on both classes plus "
                    "each digit reconstructed alone from its own capsule.", quiet=quiet)
 
@@ -236,37 +263,43 @@ def check_own_share(fn: Callable, *, quiet: bool = False) -> CheckResult:
     r"""``fn(reconstruction, own, other)`` (each (B, 1, S, S)) must return (B,) numbers: near 1
     when the reconstruction draws its own digit only (however faintly), near 0 when it draws the
     other digit, in between when it draws both."""
-    own, other = _bars()
+    own, other_digit = _bars()
     cases = {  # name -> (reconstruction, lowest allowed, highest allowed)
-        "own": (own, 0.9, 1.0 + 1e-6), "other": (other, -1e-6, 0.1),
+        "own": (own, 0.9, 1.0 + 1e-6), "other": (other_digit, -1e-6, 0.1),
         "faint own": (0.2 * own, 0.9, 1.0 + 1e-6),
-        "both": ((own + other).clamp(max=1.0), 0.1, 0.75),
+        "both": ((own + other_digit).clamp(max=1.0), 0.1, 0.75),
     }
     reconstruction = torch.cat([case[0] for case in cases.values()])  # (4, 1, S, S)
     result, hint = call_learner(fn, reconstruction, own.expand_as(reconstruction).clone(),
-                                other.expand_as(reconstruction).clone(), what="your own_share")
+                                other_digit.expand_as(reconstruction).clone(), what="your own_share")
     if not hint:
         if not isinstance(result, torch.Tensor) or tuple(result.shape) != (4,):
-            hint = f"return one number per reconstruction, shape (B,) = (4,), got {shape_of(result)}"
+            hint = other("shape", f"return one number per reconstruction, shape (B,) = (4,), got "
+                                  f"{shape_of(result)}")
         else:
             got = dict(zip(cases, result.detach().float().tolist()))
             ok = {name: lo <= got[name] <= hi for name, (_, lo, hi) in cases.items()}
             if not all(ok.values()) and got["own"] < 0.1 and got["other"] > 0.9:
-                hint = "own and other are swapped: the measure is 1 when the reconstruction draws its OWN digit"
+                hint = mistake("own-and-other-swapped", "own and other are swapped: the measure is 1 "
+                               "when the reconstruction draws its OWN digit")
             elif not ok["both"]:
-                hint = (f"a reconstruction that draws BOTH digits scores {got['both']:.2f}, as if it were "
-                        "segmented: a measure that only asks 'is my digit drawn?' cannot tell — compare "
-                        "the ink on the own digit with the ink on the other digit")
+                hint = mistake("both-digits-look-segmented",
+                               f"a reconstruction that draws BOTH digits scores {got['both']:.2f}, as "
+                               "if it were segmented: a measure that only asks 'is my digit drawn?' "
+                               "cannot tell — compare the ink on the own digit with the ink on the "
+                               "other digit")
             elif not ok["other"] and 0.1 < got["other"] < 0.4:
-                hint = ("drawing only the OTHER digit still scores above 0.1: the pixels where both "
-                        "digits have ink belong to neither — leave them out")
+                hint = mistake("overlap-counted", "drawing only the OTHER digit still scores above "
+                               "0.1: the pixels where both digits have ink belong to neither — leave "
+                               "them out")
             elif not ok["own"] or not ok["other"]:
-                hint = (f"a reconstruction of its own digit alone should score near 1 (got {got['own']:.2f}) "
-                        f"and one of the other digit alone near 0 (got {got['other']:.2f})")
+                hint = other("values", f"a reconstruction of its own digit alone should score near 1 "
+                             f"(got {got['own']:.2f}) and one of the other digit alone near 0 (got "
+                             f"{got['other']:.2f})")
             elif not ok["faint own"]:
-                hint = (f"a faint but clean reconstruction of its own digit scores {got['faint own']:.2f}: "
-                        "the measure should not depend on how bright the reconstruction is (a share, "
-                        "not an amount of ink)")
+                hint = mistake("depends-on-brightness", "a faint but clean reconstruction of its own "
+                               f"digit scores {got['faint own']:.2f}: the measure should not depend on "
+                               "how bright the reconstruction is (a share, not an amount of ink)")
     return verdict(hint, "own_share tells a reconstruction of its own digit (near 1) from one of the "
                    "other digit (near 0) and one of both (in between), however bright.", quiet=quiet)
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
+from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, mistake, other, verdict
 from capsedu.course.checks._probe import probe_capsnet
 from capsedu.explore.adaptive import UniformCouplings
 from capsedu.explore.attacks import ScoresAsLogits, fgsm
@@ -54,25 +54,32 @@ def _conduct(fn: Callable, model: torch.nn.Module, modes: list[bool], images: to
     if hint:
         return result, hint
     if not torch.equal(images, original) or images.requires_grad:
-        return result, (f"your {what} changed the images it was given: work on a detached copy "
-                        "that requires a gradient, and leave the caller's tensor as it was")
+        return result, mistake("changed-given-images",
+                               f"your {what} changed the images it was given: work on a detached "
+                               "copy that requires a gradient, and leave the caller's tensor as it was")
     if not model.training:
-        return result, (f"your {what} left the network in eval mode: put it back as you found it "
-                        "(with capsedu.eval_mode(model): ... does both)")
+        return result, mistake("left-network-in-eval-mode",
+                               f"your {what} left the network in eval mode: put it back as you found "
+                               "it (with capsedu.eval_mode(model): ... does both)")
     if any(modes):
-        return result, (f"your {what} took its gradient with the network in training mode: switch to "
-                        "eval mode first (the CNN's dropout would make the gradient random)")
+        return result, mistake("gradient-in-training-mode",
+                               f"your {what} took its gradient with the network in training mode: "
+                               "switch to eval mode first (the CNN's dropout would make the gradient "
+                               "random)")
     if any(p.grad is not None for p in model.parameters()):
-        return result, (f"your {what} left gradients in the network's weights (loss.backward() "
-                        "fills them): take the gradient with respect to the images only "
-                        "(torch.autograd.grad)")
+        return result, mistake("gradients-left-in-weights",
+                               f"your {what} left gradients in the network's weights (loss.backward() "
+                               "fills them): take the gradient with respect to the images only "
+                               "(torch.autograd.grad)")
     if isinstance(result, torch.Tensor) and result.requires_grad:
-        return result, "return the attacked images detached from the graph (.detach())"
+        return result, mistake("result-not-detached",
+                               "return the attacked images detached from the graph (.detach())")
     model.eval()
     call_learner(fn, model, images, labels, EPS, what=f"your {what}")
     if model.training:
-        return result, (f"your {what} left a network that was in eval mode in training mode: restore "
-                        "the mode it had, whichever it was (capsedu.eval_mode does)")
+        return result, mistake("left-network-in-training-mode",
+                               f"your {what} left a network that was in eval mode in training mode: "
+                               "restore the mode it had, whichever it was (capsedu.eval_mode does)")
     return result, ""
 
 
@@ -89,15 +96,20 @@ def _check_attack(fn: Callable, loss: str, seed: int, what: str,
         gradient = _gradient(model, images, labels, loss)  # (B, C, H, W)
         step = gradient.sign()
         mistakes = [
-            (lambda: images + EPS * step, "clip the attacked images to [0, 1]: they are still images"),
-            (lambda: (images - EPS * step).clamp(0, 1), "that step goes DOWN the loss, making the "
-             "network surer of the right answer: an attack climbs it"),
-            (lambda: (images + EPS * gradient).clamp(0, 1), "take the SIGN of the gradient: every "
-             "pixel moves by exactly eps (the whole L-infinity budget), however small its gradient"),
-            (lambda: (images + EPS * gradient / gradient.norm()).clamp(0, 1), "take the SIGN of the "
-             "gradient, not the gradient scaled to length 1: every pixel moves by exactly eps"),
-            (lambda: (images * (1 + EPS * step)).clamp(0, 1), "eps is an absolute change of a pixel "
-             "(pixels in [0, 1]), not a fraction of its value: a dark pixel may move by eps too"),
+            (lambda: images + EPS * step, mistake(
+                "not-clipped", "clip the attacked images to [0, 1]: they are still images")),
+            (lambda: (images - EPS * step).clamp(0, 1), mistake(
+                "stepped-down-the-loss", "that step goes DOWN the loss, making the network surer of "
+                "the right answer: an attack climbs it")),
+            (lambda: (images + EPS * gradient).clamp(0, 1), mistake(
+                "gradient-not-signed", "take the SIGN of the gradient: every pixel moves by exactly "
+                "eps (the whole L-infinity budget), however small its gradient")),
+            (lambda: (images + EPS * gradient / gradient.norm()).clamp(0, 1), mistake(
+                "normalised-gradient-not-signed", "take the SIGN of the gradient, not the gradient "
+                "scaled to length 1: every pixel moves by exactly eps")),
+            (lambda: (images * (1 + EPS * step)).clamp(0, 1), mistake(
+                "relative-step", "eps is an absolute change of a pixel (pixels in [0, 1]), not a "
+                "fraction of its value: a dark pixel may move by eps too")),
             *extra(model, images, labels),
         ]
         hint = diagnose(result, fgsm(model, images, labels, EPS, loss=loss), mistakes, otherwise,
@@ -109,12 +121,13 @@ def check_fgsm(fn: Callable, *, quiet: bool = False) -> CheckResult:
     r"""Check ``fn(model, images, labels, eps) -> attacked images``: FGSM on the course's loss,
     the cross-entropy of ``ScoresAsLogits(model)``."""
     def extra(model, images, labels):
-        other = _gradient(model, images, labels, "margin")  # (B, C, H, W)
-        return [(lambda: (images + EPS * other.sign()).clamp(0, 1), "that climbs the margin loss: "
-                 "FGSM here climbs F.cross_entropy(ScoresAsLogits(model)(images), labels)")]
+        margin_gradient = _gradient(model, images, labels, "margin")  # (B, C, H, W)
+        return [(lambda: (images + EPS * margin_gradient.sign()).clamp(0, 1), mistake(
+                    "climbed-margin-loss", "that climbs the margin loss: FGSM here climbs "
+                    "F.cross_entropy(ScoresAsLogits(model)(images), labels)"))]
     return _check_attack(fn, "ce", 13, "fgsm", extra,
-                         "each pixel should move by eps, the way that raises the cross-entropy of "
-                         "ScoresAsLogits(model) most, and stay in [0, 1]",
+                         other("values", "each pixel should move by eps, the way that raises the "
+                               "cross-entropy of ScoresAsLogits(model) most, and stay in [0, 1]"),
                          "fgsm moves every pixel by eps the way that raises the loss most, and leaves "
                          "the images and the network as it found them.", quiet)
 
@@ -123,16 +136,19 @@ def check_margin_fgsm(fn: Callable, *, quiet: bool = False) -> CheckResult:
     r"""Check ``fn(model, images, labels, eps) -> attacked images``: one FGSM step that climbs the
     margin loss (Eq. 4) of the class capsules' lengths."""
     def extra(model, images, labels):
-        other = _gradient(model, images, labels, "ce")  # (B, C, H, W)
+        ce_gradient = _gradient(model, images, labels, "ce")  # (B, C, H, W)
         x = images.clone().requires_grad_(True)
         on_logs = torch.autograd.grad(margin_loss(ScoresAsLogits(model)(x), labels), x)[0]  # (B, C, H, W)
-        return [(lambda: (images + EPS * other.sign()).clamp(0, 1), "that is the cross-entropy FGSM "
-                 "of Build it: climb capsedu.margin_loss of the class capsules' lengths instead"),
-                (lambda: (images + EPS * on_logs.sign()).clamp(0, 1), "the margin loss takes the "
-                 "lengths themselves, model.class_scores(images) in [0, 1], not their logarithm")]
+        return [(lambda: (images + EPS * ce_gradient.sign()).clamp(0, 1), mistake(
+                    "climbed-cross-entropy", "that is the cross-entropy FGSM of Build it: climb "
+                    "capsedu.margin_loss of the class capsules' lengths instead")),
+                (lambda: (images + EPS * on_logs.sign()).clamp(0, 1), mistake(
+                    "margin-loss-on-log-scores", "the margin loss takes the lengths themselves, "
+                    "model.class_scores(images) in [0, 1], not their logarithm"))]
     return _check_attack(fn, "margin", 14, "margin_fgsm", extra,
-                         "each pixel should move by eps, the way that raises capsedu.margin_loss of "
-                         "model.class_scores(images) most, and stay in [0, 1]",
+                         other("values", "each pixel should move by eps, the way that raises "
+                               "capsedu.margin_loss of model.class_scores(images) most, and stay in "
+                               "[0, 1]"),
                          "margin_fgsm climbs the capsules' own training loss by one signed step.", quiet)
 
 
@@ -143,26 +159,31 @@ def check_vote_scores(fn: Callable, *, quiet: bool = False) -> CheckResult:
     images = torch.rand(3, 1, 28, 28, generator=torch.Generator().manual_seed(15)).requires_grad_(True)
     result, hint = call_learner(fn, model, images, what="your vote_scores")
     if not hint and isinstance(result, torch.Tensor) and not result.requires_grad:
-        hint = ("your scores carry no gradient back to the images (torch.no_grad or .detach()?): "
-                "the vote attack climbs their gradient")
+        hint = mistake("scores-without-gradient", "your scores carry no gradient back to the images "
+                       "(torch.no_grad or .detach()?): the vote attack climbs their gradient")
     if not hint:
         with torch.no_grad():
             u_hat = model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
             classes = u_hat.shape[2]  # J
             mistakes = [
-                (lambda: (u_hat.sum(dim=1) / classes).norm(dim=-1), "squash the weighted sum of the votes (Eq. 1): "
-                 "a class capsule's length lies in [0, 1)"),
-                (lambda: squash(u_hat.mean(dim=1), dim=-1).norm(dim=-1), "each coupling is 1/J - every input "
-                 "capsule shares itself equally among the J classes - so s_j is the sum over i divided by J, "
-                 "not the mean over the I input capsules"),
-                (lambda: squash(u_hat.sum(dim=1), dim=-1).norm(dim=-1), "weigh each vote by its coupling "
-                 "c_ij = 1/J before summing over the input capsules"),
-                (lambda: model.class_scores(images), "those are the routed network's lengths (three "
-                 "iterations): with every coupling at 1/J there is no agreement step"),
+                (lambda: (u_hat.sum(dim=1) / classes).norm(dim=-1), mistake(
+                    "not-squashed", "squash the weighted sum of the votes (Eq. 1): a class capsule's "
+                    "length lies in [0, 1)")),
+                (lambda: squash(u_hat.mean(dim=1), dim=-1).norm(dim=-1), mistake(
+                    "mean-over-inputs", "each coupling is 1/J - every input capsule shares itself "
+                    "equally among the J classes - so s_j is the sum over i divided by J, not the "
+                    "mean over the I input capsules")),
+                (lambda: squash(u_hat.sum(dim=1), dim=-1).norm(dim=-1), mistake(
+                    "couplings-missing", "weigh each vote by its coupling c_ij = 1/J before summing "
+                    "over the input capsules")),
+                (lambda: model.class_scores(images), mistake(
+                    "routed-scores", "those are the routed network's lengths (three iterations): "
+                    "with every coupling at 1/J there is no agreement step")),
             ]
             expected = UniformCouplings(model).class_scores(images)  # (B, J)
             hint = diagnose(result.detach() if isinstance(result, torch.Tensor) else result, expected, mistakes,
-                            "each class capsule should be squash(sum_i u_hat_{j|i} / J), and the scores its length",
+                            other("values", "each class capsule should be squash(sum_i u_hat_{j|i} / J), "
+                                  "and the scores its length"),
                             what="class capsule lengths", atol=1e-6)
     return verdict(hint, "vote_scores squashes the votes summed with every coupling at 1/J: the network "
                    "the vote attack climbs.", quiet=quiet)

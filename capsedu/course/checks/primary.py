@@ -18,7 +18,15 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, shape_of, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    call_learner,
+    mistake,
+    other,
+    reworded,
+    shape_of,
+    verdict,
+)
 from capsedu.nets.capsnet import CapsNetConfig
 from capsedu.nets.primary import PrimaryCaps
 from capsedu.nets.squash import squash
@@ -49,19 +57,23 @@ def _wrong_layouts(features: torch.Tensor, types: int, dim: int) -> list[tuple[t
     split = features.view(batch, types, dim, height, width)  # (B, T, D, H, W)
     return [
         (squash(features.reshape(batch, -1, dim)),
-         ("you reshaped the conv output directly (.view(B, -1, D)): each 'capsule' is then D "
-         "neighbouring pixels of ONE channel. Split the channels into (T, D) first, then move D "
-         "last: view(B, T, D, H, W).permute(0, 1, 3, 4, 2)")),
+         mistake("reshaped-without-split",
+                 "you reshaped the conv output directly (.view(B, -1, D)): each 'capsule' is then "
+                 "D neighbouring pixels of ONE channel. Split the channels into (T, D) first, then "
+                 "move D last: view(B, T, D, H, W).permute(0, 1, 3, 4, 2)")),
         (squash(split.permute(0, 3, 4, 1, 2).reshape(batch, -1, dim)),
-         ("right capsules, wrong order: yours are position-major (i = (y*W + x)*T + t); capsedu "
-         "is type-major (i = t*H*W + y*W + x): permute to (B, T, H, W, D)")),
+         mistake("position-major-order",
+                 "right capsules, wrong order: yours are position-major (i = (y*W + x)*T + t); "
+                 "capsedu is type-major (i = t*H*W + y*W + x): permute to (B, T, H, W, D)")),
         (squash(features.view(batch, dim, types, height, width).permute(0, 2, 3, 4, 1)
                 .reshape(batch, -1, dim)),
-         ("you split the channels as (D, T): channel t*D + d is dimension d of type t, so view "
-         "them as (B, T, D, H, W)")),
+         mistake("channels-split-as-d-t",
+                 "you split the channels as (D, T): channel t*D + d is dimension d of type t, so "
+                 "view them as (B, T, D, H, W)")),
         (split.permute(0, 1, 3, 4, 2).reshape(batch, -1, dim),
-         ("the layout is right but the capsules are not squashed: apply squash along the last "
-         "dimension (Eq. 1)")),
+         mistake("not-squashed",
+                 "the layout is right but the capsules are not squashed: apply squash along the "
+                 "last dimension (Eq. 1)")),
     ]
 
 
@@ -69,17 +81,19 @@ def _to_capsules_hint(fn: ToCapsulesFn, features: torch.Tensor, expected: torch.
     with torch.no_grad():
         u, hint = call_learner(fn, features.clone(), 4, 8)
     if "view size is not compatible" in hint:
-        return "after permute the tensor is not contiguous, so .view fails: use .reshape (or .contiguous().view)"
+        return mistake("view-not-contiguous", "after permute the tensor is not contiguous, so "
+                       ".view fails: use .reshape (or .contiguous().view)")
     if hint:
         return hint
     if not isinstance(u, torch.Tensor) or u.shape != expected.shape:
-        return (f"expected shape {tuple(expected.shape)} = (B, T*H*W, D) for features "
-                f"{tuple(features.shape)} with T=4, D=8; got {shape_of(u)}")
+        return other("shape",
+                     f"expected shape {tuple(expected.shape)} = (B, T*H*W, D) for features "
+                     f"{tuple(features.shape)} with T=4, D=8; got {shape_of(u)}")
     if torch.allclose(u, expected, atol=1e-6):
         return ""
     return next((hint for wrong, hint in _wrong_layouts(features, 4, 8) if torch.allclose(u, wrong, atol=1e-6)),
-                "your capsules differ from capsedu.PrimaryCaps's: view (B, T, D, H, W), "
-                "permute(0, 1, 3, 4, 2), reshape (B, T*H*W, D), then squash")
+                other("values", "your capsules differ from capsedu.PrimaryCaps's: view (B, T, D, "
+                      "H, W), permute(0, 1, 3, 4, 2), reshape (B, T*H*W, D), then squash"))
 
 
 def check_to_capsules(fn: ToCapsulesFn, *, quiet: bool = False) -> CheckResult:
@@ -108,21 +122,29 @@ def _grid_hint(fn: GridFn) -> str:
         got, hint = call_learner(fn, *args, what=f"grid_size{args}")
         if hint:
             return hint
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.item()
+        if not isinstance(got, int | float) or isinstance(got, bool):
+            return other("type", f"grid_size{args} must return one whole number, got {got!r}")
         if got == cfg.primary_grid:
             continue
         after_conv1 = cfg.image_size - cfg.conv1_kernel + 1
         if got == (cfg.image_size - cfg.conv1_kernel - cfg.primary_kernel) // cfg.primary_stride + 1:
-            hint = (f"off by one in conv1: a kernel of {cfg.conv1_kernel} fits n - k + 1 = {after_conv1} "
-                    f"times into {cfg.image_size} pixels, not n - k")
+            hint = mistake("conv1-off-by-one",
+                           f"off by one in conv1: a kernel of {cfg.conv1_kernel} fits n - k + 1 = "
+                           f"{after_conv1} times into {cfg.image_size} pixels, not n - k")
         elif got == (cfg.image_size - cfg.primary_kernel) // cfg.primary_stride + 1:
-            hint = f"conv1 comes first: it shrinks {cfg.image_size} to {after_conv1} (size - kernel + 1)"
+            hint = mistake("conv1-skipped", f"conv1 comes first: it shrinks {cfg.image_size} to "
+                           f"{after_conv1} (size - kernel + 1)")
         elif got == (after_conv1 - cfg.primary_kernel) // cfg.primary_stride:
-            hint = "off by one: a convolution gives (n - k) // stride + 1 positions"
+            hint = mistake("missing-plus-one",
+                           "off by one: a convolution gives (n - k) // stride + 1 positions")
         elif got == after_conv1 - cfg.primary_kernel + 1:
-            hint = f"the primary convolution has stride {cfg.primary_stride}: divide by it"
+            hint = mistake("stride-ignored",
+                           f"the primary convolution has stride {cfg.primary_stride}: divide by it")
         else:
-            hint = f"for {args} the grid is {cfg.primary_grid}, you gave {got}"
-        return f"grid_size{args} = {got}: {hint}"
+            hint = other("values", f"for {args} the grid is {cfg.primary_grid}, you gave {got}")
+        return reworded(hint, f"grid_size{args} = {got}: {hint}")
     return ""
 
 
@@ -157,43 +179,54 @@ def _length_and_turn_hint(fn: TurnFn) -> str:
         return hint
     change, angle = reference_length_and_turn(u.double(), u_ref.double())  # (B, I) each
     if not isinstance(got, tuple | list) or len(got) != 2:
-        return f"return two tensors, (length change, angle), got {type(got).__name__}"
+        return other("type", "return two tensors, (length change, angle), got "
+                     f"{type(got).__name__}")
     got_change, got_angle = got
     for name, value in (("length change", got_change), ("angle", got_angle)):
         if not isinstance(value, torch.Tensor) or value.shape != change.shape:
-            return (f"the {name} must have shape (B, I) = {tuple(change.shape)} for u {tuple(u.shape)} and "
-                    f"u_ref {tuple(u_ref.shape)} (one value per capsule; the reference broadcasts over B); "
-                    f"got {shape_of(value)}")
+            return other("shape",
+                         f"the {name} must have shape (B, I) = {tuple(change.shape)} for u "
+                         f"{tuple(u.shape)} and u_ref {tuple(u_ref.shape)} (one value per capsule; "
+                         f"the reference broadcasts over B); got {shape_of(value)}")
     got_change, got_angle = got_change.detach().double(), got_angle.detach().double()
 
     def near(a: torch.Tensor, b: torch.Tensor, atol: float) -> bool:
         return torch.allclose(a, b, atol=atol, equal_nan=False)
 
     if near(got_change, angle, 0.1) and near(got_angle, change, 1e-5):
-        return "the two are swapped: return (length change, angle)"
+        return mistake("outputs-swapped", "the two are swapped: return (length change, angle)")
     if not near(got_change, change, 1e-5):
         if near(got_change, -change, 1e-5):
-            return "the length change has the wrong sign: ||u|| - ||u_ref|| (positive when u is longer)"
+            return mistake("length-change-sign", "the length change has the wrong sign: "
+                           "||u|| - ||u_ref|| (positive when u is longer)")
         if near(got_change, change.abs(), 1e-5):
-            return "keep the sign of the length change: negative when u is shorter than u_ref"
+            return mistake("length-change-abs", "keep the sign of the length change: negative "
+                           "when u is shorter than u_ref")
         if near(got_change, (u * u).sum(-1).double() - (u_ref * u_ref).sum(-1).double(), 1e-5):
-            return "those are squared lengths: compare u.norm(dim=-1) with u_ref.norm(dim=-1)"
-        return "the length change differs: ||u|| - ||u_ref||, the norm along the last dimension (D)"
+            return mistake("squared-lengths", "those are squared lengths: compare u.norm(dim=-1) "
+                           "with u_ref.norm(dim=-1)")
+        return other("values", "the length change differs: ||u|| - ||u_ref||, the norm along the "
+                     "last dimension (D)")
     if torch.isnan(got_angle).any():
-        return ("NaN angles: rounding can put a cosine just above 1 (here for capsules that point the same way); "
-                "clamp it to [-1, 1] before arccos")
+        return mistake("nan-angles-no-clamp",
+                       "NaN angles: rounding can put a cosine just above 1 (here for capsules that "
+                       "point the same way); clamp it to [-1, 1] before arccos")
     if near(got_angle, angle, 0.1):
         return ""
     cosine = torch.cos(torch.deg2rad(angle))  # (B, I)
     dot = (u.double() * u_ref.double()).sum(-1)  # (B, I)
     if near(got_angle, torch.deg2rad(angle), 2e-3):
-        return "those are radians: the task asks for degrees (torch.rad2deg)"
+        return mistake("radians-not-degrees",
+                       "those are radians: the task asks for degrees (torch.rad2deg)")
     if near(got_angle, cosine, 1e-4):
-        return "that is the cosine of the angle: take arccos, then convert to degrees"
+        return mistake("cosine-not-angle",
+                       "that is the cosine of the angle: take arccos, then convert to degrees")
     if near(got_angle, torch.rad2deg(torch.acos(dot.clamp(-1, 1))), 0.1):
-        return ("the dot product alone is not the cosine: divide it by both lengths "
-                "(capsules are shorter than 1), or use F.cosine_similarity")
-    return "the angles differ: arccos of u . u_ref / (||u|| ||u_ref||), in degrees, per capsule"
+        return mistake("dot-not-cosine",
+                       "the dot product alone is not the cosine: divide it by both lengths "
+                       "(capsules are shorter than 1), or use F.cosine_similarity")
+    return other("values", "the angles differ: arccos of u . u_ref / (||u|| ||u_ref||), in "
+                 "degrees, per capsule")
 
 
 def check_length_and_turn(fn: TurnFn, *, quiet: bool = False) -> CheckResult:

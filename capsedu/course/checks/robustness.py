@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, verdict
+from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, mistake, other, verdict
 from capsedu.data.transforms import transform_images
 
 ProbeFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], object]
@@ -65,19 +65,24 @@ def check_rotate(fn: Callable[[torch.Tensor, float], object], *, quiet: bool = F
     expected = transform_images(images, angle=_ANGLE)  # (N, C, H, W)
     a = math.radians(_ANGLE)
     mistakes = [
-        (lambda: _sample(images, _turn(_ANGLE)), "cos and sin take radians: convert the angle "
-         "first (math.radians)"),
-        (lambda: _sample(images, _turn(-a)), "your digits turn clockwise: grid_sample asks where "
-         "each OUTPUT pixel comes from, so it needs the inverse turn - and image rows grow downwards"),
-        (lambda: _sample(images, _turn(a, (-1.0, -1.0))), "you turned about the top-left corner: "
-         "turn about the centre of the image (affine_grid's (0, 0)), with no translation"),
-        (lambda: _sample(images, _turn(a), grid_corners=True), "give affine_grid and grid_sample "
-         "the same align_corners (False, the default in both): mixed, the digit shrinks"),
-        (lambda: _sample(images, _turn(a), mode="nearest"), "sample bilinearly (mode='bilinear'): "
-         "nearest-neighbour sampling makes the strokes jagged"),
+        (lambda: _sample(images, _turn(_ANGLE)), mistake(
+            "degrees-as-radians", "cos and sin take radians: convert the angle first (math.radians)")),
+        (lambda: _sample(images, _turn(-a)), mistake(
+            "turned-clockwise", "your digits turn clockwise: grid_sample asks where each OUTPUT "
+            "pixel comes from, so it needs the inverse turn - and image rows grow downwards")),
+        (lambda: _sample(images, _turn(a, (-1.0, -1.0))), mistake(
+            "turned-about-corner", "you turned about the top-left corner: turn about the centre "
+            "of the image (affine_grid's (0, 0)), with no translation")),
+        (lambda: _sample(images, _turn(a), grid_corners=True), mistake(
+            "mixed-align-corners", "give affine_grid and grid_sample the same align_corners "
+            "(False, the default in both): mixed, the digit shrinks")),
+        (lambda: _sample(images, _turn(a), mode="nearest"), mistake(
+            "nearest-sampling", "sample bilinearly (mode='bilinear'): nearest-neighbour sampling "
+            "makes the strokes jagged")),
     ]
-    hint = diagnose(result, expected, mistakes, "the pictures differ from the digits turned "
-                    f"{_ANGLE:.0f}° anticlockwise about their centre (bilinear, zeros outside)",
+    hint = diagnose(result, expected, mistakes,
+                    other("values", f"the pictures differ from the digits turned {_ANGLE:.0f}° "
+                          "anticlockwise about their centre (bilinear, zeros outside)"),
                     what="the batch of turned images", rtol=0.0, atol=1e-4)
     return verdict(hint, "rotate turns the digits anticlockwise about their centre, as "
                    "capsedu's transform_images does.", quiet=quiet)
@@ -115,16 +120,21 @@ def check_probe_error(fn: ProbeFn, *, quiet: bool = False) -> CheckResult:
         result = torch.tensor(float(result))  # one number, a float or a 0-d tensor
     except (TypeError, ValueError, RuntimeError):
         pass  # diagnose names what came back instead
-    mistakes = [(lambda: reference_probe_error(train_x, train_y, train_x, train_y),
-                 "that is the error on the TRAINING examples: fit on them, measure on the test ones"),
-                (lambda: expected.square(), "that is the mean SQUARED error: take its square root "
-                 "(degrees, like the angles)"),
-                (lambda: _no_bias_error(*data), "add a column of ones to the features: without a bias "
-                 "the probe must pass through zero, and features rarely have their mean at zero"),
-                (lambda: reference_probe_error(test_x, test_y, test_x, test_y),
-                 "you fitted on the test examples: a probe is judged on examples it was not fitted to")]
-    hint = hint or diagnose(result, expected, mistakes, "fit w = lstsq([features, 1], angles) on the "
-                            "training examples; return sqrt(mean((test prediction - test angle)^2))",
+    mistakes = [(lambda: reference_probe_error(train_x, train_y, train_x, train_y), mistake(
+                    "measured-on-training", "that is the error on the TRAINING examples: fit on "
+                    "them, measure on the test ones")),
+                (lambda: expected.square(), mistake(
+                    "mean-squared-not-root", "that is the mean SQUARED error: take its square root "
+                    "(degrees, like the angles)")),
+                (lambda: _no_bias_error(*data), mistake(
+                    "no-bias-column", "add a column of ones to the features: without a bias the "
+                    "probe must pass through zero, and features rarely have their mean at zero")),
+                (lambda: reference_probe_error(test_x, test_y, test_x, test_y), mistake(
+                    "fitted-on-test", "you fitted on the test examples: a probe is judged on "
+                    "examples it was not fitted to"))]
+    hint = hint or diagnose(result, expected, mistakes,
+                            other("values", "fit w = lstsq([features, 1], angles) on the training "
+                                  "examples; return sqrt(mean((test prediction - test angle)^2))"),
                             what="one number", rtol=1e-3, atol=1e-3)
     return verdict(hint, "probe_error measures how well a straight line reads the angle off the "
                    "features, on examples it was not fitted to.", quiet=quiet)
@@ -168,12 +178,16 @@ def check_orientation(fn: Callable[[torch.Tensor], object], *, quiet: bool = Fal
     images = _strokes()
     result, hint = call_learner(fn, images.clone(), what="your orientation")
     expected = reference_orientation(images)
-    mistakes = [(expected.neg, "your angles turn the wrong way: image rows grow DOWNWARDS, so use "
-                 "dy = -(row - centre row) to measure anticlockwise angles"),
-                (lambda: 2 * expected, "halve it: the axis angle is 0.5 * atan2(2 mu11, mu20 - mu02)"),
-                (lambda: torch.deg2rad(expected), "return degrees, not radians")]
-    hint = hint or diagnose(result, expected, mistakes, "from the centred second moments: angle = "
-                            "0.5 * atan2(2 mu11, mu20 - mu02), in degrees", what="one angle per image",
-                            rtol=0.0, atol=1.0)
+    mistakes = [(expected.neg, mistake(
+                    "y-axis-down", "your angles turn the wrong way: image rows grow DOWNWARDS, so "
+                    "use dy = -(row - centre row) to measure anticlockwise angles")),
+                (lambda: 2 * expected, mistake("angle-not-halved", "halve it: the axis angle is "
+                                               "0.5 * atan2(2 mu11, mu20 - mu02)")),
+                (lambda: torch.deg2rad(expected), mistake("radians-not-degrees",
+                                                          "return degrees, not radians"))]
+    hint = hint or diagnose(result, expected, mistakes,
+                            other("values", "from the centred second moments: angle = "
+                                  "0.5 * atan2(2 mu11, mu20 - mu02), in degrees"),
+                            what="one angle per image", rtol=0.0, atol=1.0)
     return verdict(hint, "orientation reads the angle of a drawing from its second moments (bars "
                    "at 0, 30, 60 and -45 degrees).", quiet=quiet)

@@ -24,7 +24,16 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, close, shape_of, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    call_learner,
+    close,
+    mistake,
+    other,
+    reworded,
+    shape_of,
+    verdict,
+)
 from capsedu.nets.routing import dynamic_routing
 from capsedu.nets.squash import squash
 
@@ -37,25 +46,37 @@ def random_u_hat(batch: int = 2, caps_in: int = 12, caps_out: int = 4, dim: int 
     return scale * torch.randn(batch, caps_in, caps_out, dim, generator=generator)  # (B, I, J, D)
 
 
-SOFTMAX_OVER_INPUTS = ("c is a softmax over the input capsules I (dim=1); Eq. 3 takes it over "
-                       "the output capsules J (dim=2), so each c_i sums to 1 over j")
-NOT_SQUASHED = "v is not squashed: apply squash(s, dim=-1) (Eq. 1) to s_j"
-SQUASH_AXIS = ("squash runs over the wrong axis: each capsule vector s_j lies along the "
-               "last dimension D, so use squash(s, dim=-1)")
-NEVER_UPDATED = ("the logits b never change, so c stays uniform: add the agreement "
-                 "u_hat . v to b after each iteration")
-REPLACED = "b is replaced by the agreement instead of accumulated: use b = b + (u_hat * v).sum(-1)"
-NONZERO_START = ("with 1 iteration c is not uniform: b must start at 0 for every image (the "
-                 "uniform prior, c = 1/J), e.g. torch.zeros - not torch.empty or torch.randn")
-SHARED_OVER_BATCH = ("every image of the batch gets the same couplings: b must hold one (I, J) "
-                     "block per image, shape (B, I, J) - do not average or sum the agreement over "
-                     "the batch; each image is routed on its own votes")
-CARRIED_OVER = ("the first image is routed right but the next ones are not: b carries over from "
-                "one image to the next; start b at 0 again for every image")
-AGREEMENT_WITH_S = ("b is updated with the agreement between u_hat and s, the unsquashed sum: "
-                    "agreement is u_hat_j|i . v_j with v = squash(s)")
-WRONG_SIGN = ("b moves away from agreement: a vote that agrees with v_j must gain coupling, so "
-              "add u_hat . v to b (you subtracted it)")
+SOFTMAX_OVER_INPUTS = mistake("softmax-over-inputs",
+                              "c is a softmax over the input capsules I (dim=1); Eq. 3 takes it "
+                              "over the output capsules J (dim=2), so each c_i sums to 1 over j")
+NOT_SQUASHED = mistake("v-not-squashed", "v is not squashed: apply squash(s, dim=-1) (Eq. 1) to "
+                       "s_j")
+SQUASH_AXIS = mistake("squash-wrong-axis",
+                      "squash runs over the wrong axis: each capsule vector s_j lies along the "
+                      "last dimension D, so use squash(s, dim=-1)")
+NEVER_UPDATED = mistake("logits-never-updated",
+                        "the logits b never change, so c stays uniform: add the agreement "
+                        "u_hat . v to b after each iteration")
+REPLACED = mistake("logits-replaced",
+                   "b is replaced by the agreement instead of accumulated: use b = b + (u_hat * "
+                   "v).sum(-1)")
+NONZERO_START = mistake("logits-nonzero-start",
+                        "with 1 iteration c is not uniform: b must start at 0 for every image (the "
+                        "uniform prior, c = 1/J), e.g. torch.zeros - not torch.empty or "
+                        "torch.randn")
+SHARED_OVER_BATCH = mistake("logits-shared-over-batch",
+                            "every image of the batch gets the same couplings: b must hold one (I, "
+                            "J) block per image, shape (B, I, J) - do not average or sum the "
+                            "agreement over the batch; each image is routed on its own votes")
+CARRIED_OVER = mistake("logits-carried-over",
+                       "the first image is routed right but the next ones are not: b carries over "
+                       "from one image to the next; start b at 0 again for every image")
+AGREEMENT_WITH_S = mistake("agreement-with-s",
+                           "b is updated with the agreement between u_hat and s, the unsquashed "
+                           "sum: agreement is u_hat_j|i . v_j with v = squash(s)")
+WRONG_SIGN = mistake("agreement-subtracted",
+                     "b moves away from agreement: a vote that agrees with v_j must gain coupling, "
+                     "so add u_hat . v to b (you subtracted it)")
 
 MISTAKES = ("softmax over inputs", "batch mean", "replace", "agreement with s", "subtract",
             "no update")
@@ -136,9 +157,9 @@ def _mistake(v: torch.Tensor, c: torch.Tensor, u_hat: torch.Tensor, r: int) -> s
         return SHARED_OVER_BATCH
     if len(c) > 1 and close(v[:1], ref_v[:1]) and close(c[:1], ref_c[:1]):
         return CARRIED_OVER
-    for mistake, hint in (("replace", REPLACED), ("agreement with s", AGREEMENT_WITH_S),
-                          ("subtract", WRONG_SIGN)):
-        if r > 1 and close(v, routing_with_mistake(u_hat, r, mistake)[0]):
+    for name, hint in (("replace", REPLACED), ("agreement with s", AGREEMENT_WITH_S),
+                       ("subtract", WRONG_SIGN)):
+        if r > 1 and close(v, routing_with_mistake(u_hat, r, name)[0]):
             return hint
     return ""
 
@@ -147,19 +168,23 @@ def _diagnose(routing_fn: Callable, v: object, c: object, u_hat: torch.Tensor, r
     r"""Name the typical bug that explains ``(v, c)``, or describe what is off."""
     ref_v, ref_c = dynamic_routing(u_hat, r)
     if not isinstance(v, torch.Tensor) or v.shape != ref_v.shape:
-        return f"v must have shape (B, J, D) = {tuple(ref_v.shape)}, got {shape_of(v)}"
+        return other("shape",
+                     f"v must have shape (B, J, D) = {tuple(ref_v.shape)}, got {shape_of(v)}")
     if not isinstance(c, torch.Tensor) or c.shape != ref_c.shape:
-        return f"c must have shape (B, I, J) = {tuple(ref_c.shape)}, got {shape_of(c)}"
-    mistake = _mistake(v, c, u_hat, r)
-    if mistake:
-        return mistake
-    for other in (r - 1, r + 1):
-        if other >= 1 and close(v, dynamic_routing(u_hat, other)[0]):
-            return (f"your routing ran {other} iterations when asked for {r}: loop exactly "
-                    f"routing_iterations times and update b only between iterations")
+        return other("shape",
+                     f"c must have shape (B, I, J) = {tuple(ref_c.shape)}, got {shape_of(c)}")
+    named = _mistake(v, c, u_hat, r)
+    if named:
+        return named
+    for iterations in (r - 1, r + 1):
+        if iterations >= 1 and close(v, dynamic_routing(u_hat, iterations)[0]):
+            return mistake("wrong-iteration-count",
+                           f"your routing ran {iterations} iterations when asked for {r}: loop "
+                           "exactly routing_iterations times and update b only between iterations")
     if close(v, ref_v):
-        return ("v is right but c is not: return the coupling coefficients used for the last v, "
-                "not softmax(b) after a further update of b")
+        return mistake("c-after-extra-update",
+                       "v is right but c is not: return the coupling coefficients used for the "
+                       "last v, not softmax(b) after a further update of b")
     first, _ = call_learner(routing_fn, u_hat.clone(), 1)
     if isinstance(first, tuple) and len(first) == 2 and isinstance(first[1], torch.Tensor):
         c_first = first[1]
@@ -167,8 +192,9 @@ def _diagnose(routing_fn: Callable, v: object, c: object, u_hat: torch.Tensor, r
         if (c_first.shape == ref_c.shape and torch.isfinite(c_first).all() and not close(c_first, uniform)
                 and close(c_first.sum(dim=2), torch.ones_like(ref_c[..., 0]))):
             return NONZERO_START
-    return ("v and c differ from capsedu.dynamic_routing; go through Procedure 1 line by line: "
-            "c = softmax(b, dim=J), s = sum_i c u_hat, v = squash(s), b += u_hat . v")
+    return other("values",
+                 "v and c differ from capsedu.dynamic_routing; go through Procedure 1 line by "
+                 "line: c = softmax(b, dim=J), s = sum_i c u_hat, v = squash(s), b += u_hat . v")
 
 
 def _routing_hint(routing_fn: Callable, u_hat: torch.Tensor) -> str:
@@ -177,11 +203,12 @@ def _routing_hint(routing_fn: Callable, u_hat: torch.Tensor) -> str:
         if hint:
             return hint
         if not (isinstance(result, tuple) and len(result) == 2):
-            return f"return a tuple (v, c), got {type(result).__name__}"
+            return other("type", f"return a tuple (v, c), got {type(result).__name__}")
         v, c = result
         ref_v, ref_c = dynamic_routing(u_hat, r)
         if not (close(v, ref_v) and close(c, ref_c)):
-            return f"with {r} iteration(s): {_diagnose(routing_fn, v, c, u_hat, r)}"
+            hint = _diagnose(routing_fn, v, c, u_hat, r)
+            return reworded(hint, f"with {r} iteration(s): {hint}")
     return ""
 
 

@@ -17,7 +17,16 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, close, diagnose, shape_of, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    call_learner,
+    close,
+    diagnose,
+    mistake,
+    other,
+    shape_of,
+    verdict,
+)
 from capsedu.course.checks.routing import PROBE_SEED, random_u_hat
 from capsedu.nets.routing import dynamic_routing
 from capsedu.nets.squash import squash
@@ -33,20 +42,28 @@ def _wrong_axis_hint(v: object, u_hat: torch.Tensor) -> str:
     mean_vote = u_hat.mean(dim=1)  # (B, J, D)
     return diagnose(v, _first_iteration_over_inputs(u_hat), [
         (lambda: squash(u_hat.sum(dim=1) / u_hat.shape[2]),
-         "that is the right axis's first iteration, c = 1/J: with the softmax over the inputs, "
-         "the I couplings of one output j share the unit - what is each when b = 0?"),
+         mistake("softmax-over-outputs",
+                 "that is the right axis's first iteration, c = 1/J: with the softmax over the "
+                 "inputs, the I couplings of one output j share the unit - what is each when b = "
+                 "0?")),
         (lambda: squash(u_hat.sum(dim=1)),
-         "every c_ij = 1 is no softmax: a softmax of zeros over I gives each of the I inputs an "
-         "equal share of 1"),
-        (lambda: mean_vote, "v is an output capsule: squash s_j (Eq. 1) before returning it"),
+         mistake("couplings-all-one",
+                 "every c_ij = 1 is no softmax: a softmax of zeros over I gives each of the I "
+                 "inputs an equal share of 1")),
+        (lambda: mean_vote,
+         mistake("v-not-squashed", "v is an output capsule: squash s_j (Eq. 1) before returning "
+                 "it")),
         (lambda: squash(mean_vote, dim=1),
-         "squash runs over the wrong axis: each s_j is a vector along the last dimension D"),
+         mistake("squash-wrong-axis",
+                 "squash runs over the wrong axis: each s_j is a vector along the last dimension "
+                 "D")),
         (lambda: dynamic_routing(u_hat, 3)[0],
-         "that is the right routing after 3 iterations: the task is the first iteration with the "
-         "softmax over the inputs"),
-    ], "not the first iteration's v with the softmax over the inputs: write c for b = 0, then "
-       "Eq. 2 and Eq. 1 - no loop and no softmax call are needed", what="v (B, J, D)",
-        rtol=1e-4, atol=1e-7)
+         mistake("routed-three-iterations",
+                 "that is the right routing after 3 iterations: the task is the first iteration "
+                 "with the softmax over the inputs")),
+    ], other("values", "not the first iteration's v with the softmax over the inputs: write c for "
+             "b = 0, then Eq. 2 and Eq. 1 - no loop and no softmax call are needed"),
+        what="v (B, J, D)", rtol=1e-4, atol=1e-7)
 
 
 def check_wrong_axis_output(predict_fn: Callable[[torch.Tensor], torch.Tensor],
@@ -100,10 +117,12 @@ def check_logit_changes(changes_fn: Callable[[torch.Tensor, int], torch.Tensor],
         try:
             changes = torch.tensor([float(x) for x in changes])
         except (TypeError, ValueError, RuntimeError):
-            hint = "return one number per update of b (a tensor or a list of numbers)"
+            hint = other("type", "return one number per update of b (a tensor or a list of "
+                         "numbers)")
     if not hint and isinstance(changes, torch.Tensor) and changes.shape == (r,):
-        hint = (f"one value per update of b: r = {r} iterations update b {r - 1} times "
-                "(between iterations), so return r - 1 values")
+        hint = mistake("one-value-per-iteration",
+                       f"one value per update of b: r = {r} iterations update b {r - 1} times "
+                       "(between iterations), so return r - 1 values")
     if not hint:
         updates = _updates(u_hat, r)
 
@@ -112,16 +131,21 @@ def check_logit_changes(changes_fn: Callable[[torch.Tensor, int], torch.Tensor],
 
         hint = diagnose(changes, logit_changes_reference(u_hat, r), [
             (per_update(lambda x: x["b"].abs().mean()),
-             "these are the logits b themselves: record the change b_new - b of each update, not "
-             "the running total"),
+             mistake("logits-not-changes",
+                     "these are the logits b themselves: record the change b_new - b of each "
+                     "update, not the running total")),
             (per_update(lambda x: x["delta"].mean()),
-             "take |Δb| before averaging: changes of both signs cancel in a plain mean"),
+             mistake("signed-mean",
+                     "take |Δb| before averaging: changes of both signs cancel in a plain mean")),
             (per_update(lambda x: x["delta"].abs().max()),
-             "the largest change is not the mean: average |Δb| over images, inputs i and outputs j"),
+             mistake("max-not-mean", "the largest change is not the mean: average |Δb| over "
+                     "images, inputs i and outputs j")),
             (per_update(lambda x: (x["c_after"] - x["c_before"]).abs().mean()),
-             "that is the change of the couplings c: measure the change of the logits b"),
-        ], "not the mean |Δb| of each update: for each update, average |Δb| over all images, "
-           "inputs i and outputs j", what="one value per update, a tensor", rtol=1e-4, atol=1e-7)
+             mistake("coupling-change",
+                     "that is the change of the couplings c: measure the change of the logits b")),
+        ], other("values", "not the mean |Δb| of each update: for each update, average |Δb| over "
+                 "all images, inputs i and outputs j"),
+            what="one value per update, a tensor", rtol=1e-4, atol=1e-7)
     return verdict(hint, f"the mean |Δb| of each of the {r - 1} updates matches", quiet=quiet)
 
 
@@ -129,18 +153,26 @@ def _prediction_hint(u_hat: object, W: torch.Tensor, u: torch.Tensor) -> str:
     r"""Specific hint for wrong prediction vectors ``u_hat`` given ``W`` and ``u``."""
     ref = torch.einsum("ijdk,bik->bijd", W, u)  # (B, I, J, D_out)
     if not isinstance(u_hat, torch.Tensor):
-        return f"return a tensor (B, I, J, D_out), got {type(u_hat).__name__}"
+        return other("type", f"return a tensor (B, I, J, D_out), got {type(u_hat).__name__}")
     if u_hat.shape == ref.shape + (1,):
-        return "u_hat has a trailing dimension of size 1: squeeze(-1) after the matmul"
+        return mistake("trailing-singleton-dim",
+                       "u_hat has a trailing dimension of size 1: squeeze(-1) after the matmul")
     if close(u_hat, ref.transpose(1, 2)):
-        return "axes in the wrong order: you returned (B, J, I, D_out); expected (B, I, J, D_out)"
+        return mistake("axes-swapped",
+                       "axes in the wrong order: you returned (B, J, I, D_out); expected (B, I, J, "
+                       "D_out)")
     square = W.shape[-1] == W.shape[-2]
     if square and close(u_hat, torch.einsum("ijkd,bik->bijd", W, u)):
-        return ("you multiplied by W_ij transposed: W is (I, J, D_out, D_in), so "
-                "u_hat_j|i = W[i, j] @ u_i with u_i as a column (D_in, 1)")
+        return mistake("w-transposed",
+                       "you multiplied by W_ij transposed: W is (I, J, D_out, D_in), so "
+                       "u_hat_j|i = W[i, j] @ u_i with u_i as a column (D_in, 1)")
     if u_hat.shape != ref.shape:
-        return f"u_hat must have shape (B, I, J, D_out) = {tuple(ref.shape)}, got {shape_of(u_hat)}"
-    return "the values differ from W_ij u_i: check which axis of W multiplies u_i (the last, D_in)"
+        return other("shape",
+                     f"u_hat must have shape (B, I, J, D_out) = {tuple(ref.shape)}, got "
+                     f"{shape_of(u_hat)}")
+    return other("values",
+                 "the values differ from W_ij u_i: check which axis of W multiplies u_i (the last, "
+                 "D_in)")
 
 
 def check_predictions(predict_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],

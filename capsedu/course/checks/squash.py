@@ -18,7 +18,15 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, failed, verdict
+from capsedu.course.checks._kit import (
+    CheckResult,
+    call_learner,
+    failed,
+    mistake,
+    other,
+    reworded,
+    verdict,
+)
 from capsedu.nets.squash import squash
 
 SquashFn = Callable[[torch.Tensor], torch.Tensor]
@@ -41,41 +49,50 @@ def _probe_inputs() -> torch.Tensor:
 def _value_problem(s: torch.Tensor, v: object) -> str:
     r"""A hint about the squashed values of non-zero inputs, or '' when they are right."""
     if not isinstance(v, torch.Tensor):
-        return f"return a torch.Tensor, got {type(v).__name__}"
+        return other("type", f"return a torch.Tensor, got {type(v).__name__}")
     if v.shape != s.shape:
-        return (f"the shape changed from {tuple(s.shape)} to {tuple(v.shape)}: squash must keep "
-                "the shape; sum over the last dimension with keepdim=True")
+        return other("shape",
+                     f"the shape changed from {tuple(s.shape)} to {tuple(v.shape)}: squash must keep "
+                     "the shape; sum over the last dimension with keepdim=True")
     v = v.detach().float()
     if not torch.isfinite(v).all():
-        return "your output holds NaN or inf for ordinary non-zero inputs: check every division"
+        return mistake("nan-for-nonzero-inputs",
+                       "your output holds NaN or inf for ordinary non-zero inputs: check every division")
     for dim in (0, 1):  # the batch or the capsules, instead of each capsule's own numbers
         if torch.allclose(v, squash(s, dim=dim), rtol=1e-4, atol=1e-6):
-            return (f"you squashed along dim={dim}, across {'images' if dim == 0 else 'capsules'}: "
-                    f"{WRONG_DIM_HINT}")
+            return mistake("squashed-along-wrong-dim",
+                           f"you squashed along dim={dim}, across {'images' if dim == 0 else 'capsules'}: "
+                           f"{WRONG_DIM_HINT}")
     lengths = v.norm(dim=-1)  # (B, J)
     cosine = (v * s).sum(dim=-1) / (lengths * s.norm(dim=-1)).clamp_min(1e-30)  # (B, J)
     if (cosine < 1 - 1e-4).any():
-        return ("direction changed: multiply each whole vector s by one positive number per "
-                "capsule (the norm is taken over the last dimension, keepdim=True); do not squash "
-                "each component separately")
+        return mistake("direction-changed",
+                       "direction changed: multiply each whole vector s by one positive number per "
+                       "capsule (the norm is taken over the last dimension, keepdim=True); do not squash "
+                       "each component separately")
     if (lengths > 1 + 1e-5).any():
-        return (f"norms above 1 (an input of length 100 gives {lengths[0, -1]:.4g}): did you scale "
-                "by ||s||²/(1+||s||²) and divide s by ||s||?")
+        return mistake("lengths-above-one",
+                       f"norms above 1 (an input of length 100 gives {lengths[0, -1]:.4g}): did you scale "
+                       "by ||s||²/(1+||s||²) and divide s by ||s||?")
     expected = squash(s).norm(dim=-1)  # (B, J)
     if torch.allclose(lengths, torch.ones_like(lengths), atol=1e-4):
-        return ("every output has length 1: that is the bare unit vector s/||s||; multiply it by "
-                "the new length ||s||²/(1+||s||²), so that short vectors come out short")
+        return mistake("unit-vector-only",
+                       "every output has length 1: that is the bare unit vector s/||s||; multiply it by "
+                       "the new length ||s||²/(1+||s||²), so that short vectors come out short")
     if not torch.allclose(lengths, expected, rtol=1e-4, atol=1e-6):
         norm = s.norm(dim=-1)
         if torch.allclose(lengths, norm / (1 + norm), rtol=1e-4, atol=1e-6):
-            return "lengths are ||s||/(1+||s||): Eq. 1 uses the squared norm, ||s||²/(1+||s||²)"
+            return mistake("norm-not-squared",
+                           "lengths are ||s||/(1+||s||): Eq. 1 uses the squared norm, ||s||²/(1+||s||²)")
         ratio = lengths / norm  # (B, J) the factor each capsule was scaled by
         if ratio.max() - ratio.min() <= 1e-5 * ratio.max():
-            return ("every capsule was scaled by the same number: you took one norm over the "
-                    f"whole tensor; {WRONG_DIM_HINT}")
+            return mistake("one-norm-for-whole-tensor",
+                           "every capsule was scaled by the same number: you took one norm over the "
+                           f"whole tensor; {WRONG_DIM_HINT}")
         at_one = PROBE_LENGTHS.index(1.0)
-        return (f"lengths are wrong: an input of length 1 must give 1²/(1+1²) = 0.5, yours "
-                f"gives {lengths[0, at_one]:.4f}")
+        return other("values",
+                     f"lengths are wrong: an input of length 1 must give 1²/(1+1²) = 0.5, yours "
+                     f"gives {lengths[0, at_one]:.4f}")
     return ""
 
 
@@ -86,19 +103,23 @@ def _zero_problem(fn: SquashFn) -> str:
     if hint:
         return hint
     if not isinstance(v, torch.Tensor):
-        return f"return a torch.Tensor for the zero vector too, got {type(v).__name__}"
+        return other("type",
+                     f"return a torch.Tensor for the zero vector too, got {type(v).__name__}")
     if not torch.isfinite(v.detach()).all():
-        return f"NaN at the zero vector: s/||s|| divides 0 by 0; {EPS_HINT}"
+        return mistake("nan-at-zero", f"NaN at the zero vector: s/||s|| divides 0 by 0; {EPS_HINT}")
     if v.detach().abs().max() > 1e-6:
-        return "the zero vector must squash to the zero vector (a length-0 capsule stays absent)"
+        return mistake("zero-not-kept",
+                       "the zero vector must squash to the zero vector (a length-0 capsule stays absent)")
     if not v.requires_grad:
-        return ("no gradient flows to s: keep the computation in torch (no .detach(), .item(), "
-                "numpy or math.sqrt on tensors)")
+        return mistake("no-gradient",
+                       "no gradient flows to s: keep the computation in torch (no .detach(), .item(), "
+                       "numpy or math.sqrt on tensors)")
     weights = torch.linspace(-1, 1, v.numel()).view_as(v)
     (grad,) = torch.autograd.grad((v * weights).sum(), zero)
     if not torch.isfinite(grad).all():
-        return (f"NaN gradient at zero: {EPS_HINT}, not sqrt(sum(s²)) + ε "
-                "(the slope of sqrt at 0 is infinite, and 0·∞ = NaN)")
+        return mistake("eps-outside-root",
+                       f"NaN gradient at zero: {EPS_HINT}, not sqrt(sum(s²)) + ε "
+                       "(the slope of sqrt at 0 is infinite, and 0·∞ = NaN)")
     return ""
 
 
@@ -110,8 +131,9 @@ def _gradient_problem(fn: SquashFn, s: torch.Tensor) -> str:
     (grad,) = torch.autograd.grad((fn(mine) * weights).sum(), mine)
     (expected,) = torch.autograd.grad((squash(ref) * weights).sum(), ref)
     if not torch.allclose(grad, expected, rtol=1e-3, atol=1e-5):
-        return ("the values are right but the gradients are not: part of your computation is "
-                "cut from autograd (.detach(), .item(), numpy or no_grad?)")
+        return mistake("gradient-cut",
+                       "the values are right but the gradients are not: part of your computation is "
+                       "cut from autograd (.detach(), .item(), numpy or no_grad?)")
     return ""
 
 
@@ -120,10 +142,10 @@ def check_squash(fn: SquashFn, *, quiet: bool = False) -> CheckResult:
     s = _probe_inputs()  # (B, J, D)
     v, hint = call_learner(fn, s.clone())
     if hint and "must match the size of tensor" in hint:
-        return failed(f"{KEEPDIM_HINT} ({hint})", quiet=quiet)
+        return failed(mistake("norm-without-keepdim", f"{KEEPDIM_HINT} ({hint})"), quiet=quiet)
     if hint:
-        return failed(f"{hint} (it gets s of shape {tuple(s.shape)} and returns the same shape)"
-                      if "raised" in hint else hint, quiet=quiet)
+        return failed(reworded(hint, f"{hint} (it gets s of shape {tuple(s.shape)} and returns the "
+                                     "same shape)") if "raised" in hint else hint, quiet=quiet)
     for problem in (lambda: _value_problem(s, v), lambda: _zero_problem(fn),
                     lambda: _gradient_problem(fn, s)):
         hint = problem()
@@ -141,14 +163,17 @@ def _input_length_hint(fn: Callable[[float], float]) -> str:
         try:
             n = float(n)
         except (TypeError, ValueError):
-            return f"input_length_for({p}) must return one number, got {type(n).__name__}"
+            return other("type",
+                         f"input_length_for({p}) must return one number, got {type(n).__name__}")
         if math.isclose(n, math.sqrt(p / (1 - p)), rel_tol=1e-6):
             continue
         if math.isclose(n, p / (1 - p), rel_tol=1e-6):
-            return (f"for p = {p} you returned p/(1-p) = {n:.4g}: that is ||s||², the squared "
-                    "length; take its square root")
-        return (f"an input of length {n:.4g} squashes to {n * n / (1 + n * n):.4g}, not p = {p}: "
-                "solve p = n²/(1+n²) for n")
+            return mistake("squared-length",
+                           f"for p = {p} you returned p/(1-p) = {n:.4g}: that is ||s||², the squared "
+                           "length; take its square root")
+        return other("values",
+                     f"an input of length {n:.4g} squashes to {n * n / (1 + n * n):.4g}, not p = {p}: "
+                     "solve p = n²/(1+n²) for n")
     return ""
 
 
@@ -179,25 +204,29 @@ def _votes_hint(fn: Callable[[float, float, bool], int]) -> str:
         if isinstance(k, float) and k.is_integer():
             k = int(k)
         if not isinstance(k, int) or isinstance(k, bool):
-            return f"{call} must return a whole number of votes, got {k!r}"
+            return other("type", f"{call} must return a whole number of votes, got {k!r}")
         expected = _votes_reference(p, a, agree)
         if k == expected:
             continue
         n = math.sqrt(p / (1 - p))
         if k == math.ceil(p / a if agree else (p / a) ** 2):
-            return (f"{call} = {k}: a sum of length {p} squashes to less than {p}; the summed votes "
-                    "must reach the input length whose squash is p (Exercise 1)")
+            return mistake("sum-reaches-p-not-its-root",
+                           f"{call} = {k}: a sum of length {p} squashes to less than {p}; the summed votes "
+                           "must reach the input length whose squash is p (Exercise 1)")
         if not agree and k == _votes_reference(p, a, True):
-            return (f"{call} = {k}: votes at right angles do not add their lengths (that is only "
-                    "true when they point the same way); think of Pythagoras for their sum")
+            return mistake("right-angles-add-lengths",
+                           f"{call} = {k}: votes at right angles do not add their lengths (that is only "
+                           "true when they point the same way); think of Pythagoras for their sum")
         if agree and k == _votes_reference(p, a, False):
-            return (f"{call} = {k}: agreeing votes point the same way, so their lengths simply add; "
-                    "you used the rule for votes at right angles")
+            return mistake("agreeing-votes-pythagoras",
+                           f"{call} = {k}: agreeing votes point the same way, so their lengths simply add; "
+                           "you used the rule for votes at right angles")
         if k in (expected - 1, math.floor(n / a if agree else (n / a) ** 2)):
-            return (f"{call} = {k}: that many votes fall just short of {p}; return the smallest "
-                    "number that reaches it (round up)")
-        return (f"{call} = {k}: {k} votes of length {a} squash to a capsule "
-                f"{_squashed_sum(k, a, agree):.3f} long, and {expected} is the fewest that reach {p}")
+            return mistake("rounded-down",
+                           f"{call} = {k}: that many votes fall just short of {p}; return the smallest "
+                           "number that reaches it (round up)")
+        return other("values", f"{call} = {k}: {k} votes of length {a} squash to a capsule "
+                     f"{_squashed_sum(k, a, agree):.3f} long, and {expected} is the fewest that reach {p}")
     return ""
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, verdict
+from capsedu.course.checks._kit import CheckResult, call_learner, mistake, other, verdict
 
 # --- Exercise 1: move one part of the face, measure the spread of the predicted centres -------
 
@@ -33,7 +33,9 @@ def _spread_of(fn: Callable[[str, tuple[int, int]], float], part: str,
     if isinstance(out, torch.Tensor) and out.numel() == 1:
         out = out.item()
     if isinstance(out, bool) or not isinstance(out, (int, float)):
-        return None, f"{call} must return one number, the spread in pixels, got {type(out).__name__}"
+        return None, other("type",
+                           f"{call} must return one number, the spread in pixels, got "
+                           f"{type(out).__name__}")
     return float(out), ""
 
 
@@ -45,9 +47,10 @@ def _moved_hint(fn: Callable[[str, tuple[int, int]], float]) -> str:
     if hint:
         return hint
     if not math.isclose(first, again, rel_tol=1e-4, abs_tol=1e-4):
-        return (f"the same call gave {first:.2f} and then {again:.2f} px: your function moved the part "
-                "in face_places itself, so every call starts from a face that was already changed. "
-                "Run the cell that defines face_places again, and " + MOVED_HINT)
+        return mistake("face-places-changed",
+                       f"the same call gave {first:.2f} and then {again:.2f} px: your function moved "
+                       "the part in face_places itself, so every call starts from a face that was "
+                       "already changed. Run the cell that defines face_places again, and " + MOVED_HINT)
     for part, shift in MOVES:
         spread, hint = _spread_of(fn, part, shift)
         if hint:
@@ -58,16 +61,22 @@ def _moved_hint(fn: Callable[[str, tuple[int, int]], float]) -> str:
             continue
         call = f"spread_after_moving({part!r}, {shift})"
         if abs(spread) < 1e-6:
-            return (f"{call} = 0: the predictions still agree, so nothing moved (or everything did: "
-                    f"moving every part moves the whole face, still a face); {MOVED_HINT}")
+            return mistake("nothing-moved",
+                           f"{call} = 0: the predictions still agree, so nothing moved (or "
+                           "everything did: moving every part moves the whole face, still a face); "
+                           f"{MOVED_HINT}")
         if any(math.isclose(spread, f * distance, rel_tol=1e-3) for f in (1.0, 2 / 3)):
-            return (f"{call} = {spread:.2f}: that is how far one prediction went, not the spread; "
-                    "the spread is the mean distance of all three predicted centres from their "
-                    "average, which is what spread(...) measures")
+            return mistake("one-prediction-not-spread",
+                           f"{call} = {spread:.2f}: that is how far one prediction went, not the "
+                           "spread; the spread is the mean distance of all three predicted centres "
+                           "from their average, which is what spread(...) measures")
         if spread > 5.0:
-            return (f"{call} = {spread:.2f}, as large as a scrambled face's: start from face_places "
-                    "(the real face), not scrambled_places")
-        return f"{call} = {spread:.2f} is not the spread of the face with that part moved: {MOVED_HINT}"
+            return mistake("started-from-scrambled",
+                           f"{call} = {spread:.2f}, as large as a scrambled face's: start from "
+                           "face_places (the real face), not scrambled_places")
+        return other("values",
+                     f"{call} = {spread:.2f} is not the spread of the face with that part moved: "
+                     f"{MOVED_HINT}")
     return ""
 
 
@@ -98,29 +107,37 @@ def _threshold_hint(fn: Callable[[list[float], list[float]], float]) -> str:
         if isinstance(out, torch.Tensor) and out.numel() == 1:
             out = out.item()
         if isinstance(out, bool) or not isinstance(out, (int, float)):
-            return f"{call} must return one number, the threshold in pixels, got {type(out).__name__}"
+            return other("type",
+                         f"{call} must return one number, the threshold in pixels, got "
+                         f"{type(out).__name__}")
         answers.append(float(out))
     if len(set(answers)) == 1:
-        return (f"you return {answers[0]:.2f} whatever the spreads: a fixed number cannot suit every "
-                "set of faces; compute the threshold from the two lists")
+        return mistake("fixed-threshold",
+                       f"you return {answers[0]:.2f} whatever the spreads: a fixed number cannot "
+                       "suit every set of faces; compute the threshold from the two lists")
     for (faces, scrambled, new_faces, new_scrambled), threshold in zip(THRESHOLD_CASES, answers):
         call = f"choose_threshold({list(faces)}, {list(scrambled)}) = {threshold:.2f}"
         rejected = [f for f in faces if not f < threshold]
         if rejected:
-            return (f"{call}: a face with spread {max(rejected)} would count as scrambled; every "
-                    "face's spread must fall below the threshold")
+            return mistake("rejects-a-face",
+                           f"{call}: a face with spread {max(rejected)} would count as scrambled; "
+                           "every face's spread must fall below the threshold")
         accepted = [s for s in scrambled if s < threshold]
         if accepted:
-            return (f"{call}: a scrambled face with spread {min(accepted)} would count as a face; "
-                    "the threshold must stay at or below every scrambled face's spread")
+            return mistake("accepts-a-scrambled-face",
+                           f"{call}: a scrambled face with spread {min(accepted)} would count as a "
+                           "face; the threshold must stay at or below every scrambled face's "
+                           "spread")
         if not all(f < threshold for f in new_faces):
-            return (f"{call} hugs the largest face's spread: a slightly more displaced face (spread "
-                    f"{max(new_faces)}) would be rejected. Leave room on both sides of the gap "
-                    "between the two groups")
+            return mistake("hugs-largest-face",
+                           f"{call} hugs the largest face's spread: a slightly more displaced face "
+                           f"(spread {max(new_faces)}) would be rejected. Leave room on both sides "
+                           "of the gap between the two groups")
         if not all(threshold <= s for s in new_scrambled):
-            return (f"{call} hugs the smallest scrambled face's spread: a scrambled face a little "
-                    f"closer to a face (spread {min(new_scrambled)}) would pass. Leave room on both "
-                    "sides of the gap between the two groups")
+            return mistake("hugs-smallest-scrambled",
+                           f"{call} hugs the smallest scrambled face's spread: a scrambled face a "
+                           f"little closer to a face (spread {min(new_scrambled)}) would pass. "
+                           "Leave room on both sides of the gap between the two groups")
     return ""
 
 

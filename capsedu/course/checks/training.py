@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 
-from capsedu.course.checks._kit import CheckResult, call_learner, verdict
+from capsedu.course.checks._kit import CheckResult, call_learner, mistake, other, verdict
 from capsedu.course.checks._probe import probe_capsnet
 from capsedu.nets.capsnet import CapsNet, capsnet_loss
 from capsedu.nets.losses import margin_loss
@@ -68,13 +68,15 @@ def _loss_problem(returned: object, model: CapsNet, images: torch.Tensor,
                   labels: torch.Tensor) -> str:
     r"""A hint when the returned loss is not ``capsnet_loss`` of the model before the step."""
     if isinstance(returned, torch.Tensor):
-        return ("you returned the loss tensor: return loss.item(), a Python float - a tensor that "
-                "needs grad keeps the whole autograd graph of the batch alive, and a loop that adds "
-                "them up keeps every batch's graph in memory")
+        return mistake("returned-loss-tensor",
+                       "you returned the loss tensor: return loss.item(), a Python float - a tensor "
+                       "that needs grad keeps the whole autograd graph of the batch alive, and a loop "
+                       "that adds them up keeps every batch's graph in memory")
     try:
         value = float(returned)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return f"return the batch's loss as a number (loss.item()), got {type(returned).__name__}"
+        return other("type", f"return the batch's loss as a number (loss.item()), got "
+                             f"{type(returned).__name__}")
     with torch.no_grad():
         expected = float(capsnet_loss(model, images, labels)[0])
         out = model(images)  # decoder masked by the longest capsule
@@ -84,12 +86,15 @@ def _loss_problem(returned: object, model: CapsNet, images: torch.Tensor,
     if abs(value - expected) <= 1e-4 * abs(expected):
         return ""
     if abs(value - margin_only) <= 1e-4 * margin_only:
-        return "the loss is only the margin loss: add 0.0005 x the reconstruction loss (capsnet_loss does both)"
+        return mistake("margin-loss-only", "the loss is only the margin loss: add 0.0005 x the "
+                       "reconstruction loss (capsnet_loss does both)")
     if abs(value - unmasked) <= 1e-4 * unmasked:
-        return ("the decoder was masked by the prediction: in training call model(images, labels) so "
-                "it redraws the TRUE class capsule (or use capsedu.capsnet_loss)")
-    return (f"the returned loss {value:.5g} is not capsnet_loss(model, images, labels) = {expected:.5g} "
-            "computed before the update")
+        return mistake("decoder-masked-by-prediction",
+                       "the decoder was masked by the prediction: in training call "
+                       "model(images, labels) so it redraws the TRUE class capsule (or use "
+                       "capsedu.capsnet_loss)")
+    return other("values", f"the returned loss {value:.5g} is not capsnet_loss(model, images, "
+                           f"labels) = {expected:.5g} computed before the update")
 
 
 def _step_problem(fn: StepFn) -> str:
@@ -111,25 +116,33 @@ def _step_problem(fn: StepFn) -> str:
     if not problem and torch.equal(after_one, _params(start)):
         graded = any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
         if not steps:
-            problem = "the weights did not change: after loss.backward() call optimizer.step()"
+            problem = mistake("no-optimizer-step", "the weights did not change: after "
+                              "loss.backward() call optimizer.step()")
         elif graded:
-            problem = ("the weights did not change, yet the gradients are there: optimizer.step() ran "
-                       "BEFORE loss.backward(), with no gradients to follow; backward first, then step")
+            problem = mistake("step-before-backward",
+                              "the weights did not change, yet the gradients are there: "
+                              "optimizer.step() ran BEFORE loss.backward(), with no gradients to "
+                              "follow; backward first, then step")
         else:
-            problem = "the weights did not change: call loss.backward() and then optimizer.step()"
+            problem = mistake("no-backward", "the weights did not change: call loss.backward() "
+                              "and then optimizer.step()")
     if not problem and _decoded_classes(start, one_step) != set(batches[0][1].tolist()):
-        problem = ("the decoder learned from the wrong capsules: in training call "
-                   "model(images, labels) so the mask keeps the TRUE class capsule (or use "
-                   "capsedu.capsnet_loss)")
+        problem = mistake("decoder-masked-by-prediction",
+                          "the decoder learned from the wrong capsules: in training call "
+                          "model(images, labels) so the mask keeps the TRUE class capsule (or use "
+                          "capsedu.capsnet_loss)")
     if not problem and not torch.allclose(after_one, _reference_steps(start, batches[:1], False),
                                           atol=1e-6):
-        problem = ("one step changed the weights differently from a step on capsnet_loss: "
-                   "backpropagate the same loss you return, once per call")
+        problem = other("gradient",
+                        "one step changed the weights differently from a step on capsnet_loss: "
+                        "backpropagate the same loss you return, once per call")
     if not problem and torch.allclose(after_two, _reference_steps(start, batches, True), atol=1e-6):
-        problem = ("gradients from the previous batch were added to this one: call "
-                   "optimizer.zero_grad() before loss.backward()")
+        problem = mistake("no-zero-grad",
+                          "gradients from the previous batch were added to this one: call "
+                          "optimizer.zero_grad() before loss.backward()")
     if not problem and not torch.allclose(after_two, _reference_steps(start, batches, False), atol=1e-6):
-        problem = "the second step went wrong: zero the gradients, backward, step - in that order, every call"
+        problem = other("values", "the second step went wrong: zero the gradients, backward, "
+                        "step - in that order, every call")
     return problem
 
 
@@ -150,14 +163,18 @@ _LENGTHS = torch.tensor([[0.95] + [0.05] * 9,  # right and past both margins: no
                          [0.92, 0.95] + [0.05] * 8])  # past m+, yet a rival is longer
 _PULLED = [False, True, True, False, True, True]
 _MARGIN_MISTAKES = {
-    (False, True, False, False, True, False): "you check only the true capsule against m+ = 0.9: "
-    "Eq. 4 also pulls every ABSENT class whose capsule is longer than m- = 0.1",
-    (False, False, True, False, False, True): "you check only the absent classes against m- = 0.1: "
-    "the true capsule must also reach m+ = 0.9",
-    (False, True, True, True, True, True): "a length exactly at a margin costs nothing "
-    "(max(0, 0.9 - 0.9) = 0): use < 0.9 and > 0.1, not <= and >=",
-    (False, False, False, False, False, True): "a misclassified digit is not the only one the loss "
-    "pulls on: lengths on the wrong side of a margin cost something even when the argmax is right",
+    (False, True, False, False, True, False): mistake(
+        "true-capsule-only", "you check only the true capsule against m+ = 0.9: "
+        "Eq. 4 also pulls every ABSENT class whose capsule is longer than m- = 0.1"),
+    (False, False, True, False, False, True): mistake(
+        "absent-classes-only", "you check only the absent classes against m- = 0.1: "
+        "the true capsule must also reach m+ = 0.9"),
+    (False, True, True, True, True, True): mistake(
+        "margin-inclusive", "a length exactly at a margin costs nothing "
+        "(max(0, 0.9 - 0.9) = 0): use < 0.9 and > 0.1, not <= and >="),
+    (False, False, False, False, False, True): mistake(
+        "misclassified-only", "a misclassified digit is not the only one the loss "
+        "pulls on: lengths on the wrong side of a margin cost something even when the argmax is right"),
 }
 
 
@@ -167,13 +184,15 @@ def _margin_problem(fn: MarginFn) -> str:
     if problem:
         return problem
     if not isinstance(result, torch.Tensor) or result.shape != labels.shape:
-        return (f"return one True/False per digit, a (B,) = {tuple(labels.shape)} tensor, got "
-                f"{tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__}")
+        return other("shape",
+                     f"return one True/False per digit, a (B,) = {tuple(labels.shape)} tensor, got "
+                     f"{tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__}")
     got = tuple(bool(x) for x in result.tolist())
     if list(got) == _PULLED:
         return ""
-    return _MARGIN_MISTAKES.get(got, "a digit is pulled when its true capsule is shorter than 0.9 or "
-                                     "any other capsule longer than 0.1 (the two terms of Eq. 4)")
+    return _MARGIN_MISTAKES.get(got, other("values", "a digit is pulled when its true capsule is "
+                                           "shorter than 0.9 or any other capsule longer than 0.1 (the "
+                                           "two terms of Eq. 4)"))
 
 
 def check_margin_violations(fn: MarginFn, *, quiet: bool = False) -> CheckResult:
@@ -188,11 +207,13 @@ def _uniform_variants(model: CapsNet, images: torch.Tensor) -> dict[str, torch.T
         u_hat = model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
         s = u_hat.sum(dim=1) / u_hat.shape[2]  # (B, J, D): c_ij = 1/J for every i, j
         return {"right": squash(s).norm(dim=-1),
-                "the mean over the I inputs (c = 1/I) instead of c_ij = 1/J: s_j = sum_i u_hat / J":
-                    squash(u_hat.mean(dim=1)).norm(dim=-1),
-                "lengths longer than 1: squash s_j (Eq. 1) before taking its length": s.norm(dim=-1),
-                "that is the network's own routing (3 iterations): with every c_ij = 1/J there is "
-                "no iteration, s_j is the plain sum of the votes divided by J":
+                mistake("mean-over-inputs", "the mean over the I inputs (c = 1/I) instead of "
+                        "c_ij = 1/J: s_j = sum_i u_hat / J"): squash(u_hat.mean(dim=1)).norm(dim=-1),
+                mistake("not-squashed", "lengths longer than 1: squash s_j (Eq. 1) before taking "
+                        "its length"): s.norm(dim=-1),
+                mistake("routed-with-iterations",
+                        "that is the network's own routing (3 iterations): with every c_ij = 1/J "
+                        "there is no iteration, s_j is the plain sum of the votes divided by J"):
                     model(images).lengths}
 
 
@@ -206,12 +227,14 @@ def _uniform_problem(fn: UniformFn) -> str:
         return problem
     expected = variants.pop("right")
     if not isinstance(result, torch.Tensor) or result.shape != expected.shape:
-        return (f"return the digit capsules' LENGTHS, shape (B, J) = {tuple(expected.shape)}, got "
-                f"{tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__}")
+        return other("shape",
+                     f"return the digit capsules' LENGTHS, shape (B, J) = {tuple(expected.shape)}, got "
+                     f"{tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__}")
     if torch.allclose(result.detach(), expected, atol=1e-5):
         return ""
     return next((hint for hint, wrong in variants.items() if torch.allclose(result.detach(), wrong, atol=1e-5)),
-                "with uniform couplings s_j = (1/J) sum_i u_hat_{j|i}, v_j = squash(s_j); return |v_j|")
+                other("values", "with uniform couplings s_j = (1/J) sum_i u_hat_{j|i}, "
+                      "v_j = squash(s_j); return |v_j|"))
 
 
 def check_uniform_lengths(fn: UniformFn, *, quiet: bool = False) -> CheckResult:
