@@ -137,7 +137,9 @@ def settle_lab_settings(prefix: str | os.PathLike = sys.prefix) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(SETTINGS, indent=2) + "\n"
     if not target.exists() or target.read_text() != text:
-        target.write_text(text)
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        temporary.write_text(text)
+        temporary.replace(target)  # atomic: a JupyterLab starting meanwhile never reads half a file
     return target
 
 

@@ -53,13 +53,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Tests that must share an xdist worker, in order (``--dist loadgroup``), get one group: a
     notebook's nbval cells (one kernel), with that lesson's handout run (tests/test_handouts_run.py
     names the same group: both execute in notebooks/, where lesson 06 writes its checkpoint), and
-    the browser tests (they start servers, build the book into book/_build)."""
+    the browser tests (they start servers, build the book into book/_build; the hub's class, which
+    builds no book, is a group of its own)."""
     settle_tiers(items)
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
-        elif item.get_closest_marker("browser"):
-            item.add_marker(pytest.mark.xdist_group("browser"))
+        elif item.get_closest_marker("browser"):  # the hub's class needs none of book/_build: its own group
+            item.add_marker(pytest.mark.xdist_group("hub" if item.path.name == "test_hub.py" else "browser"))
     result = yield
     if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
         name_groups_in_node_ids(items)

@@ -15,7 +15,8 @@ Chromium (Playwright):
    cells (ada solves all three; grace the first, a wrong answer to the second - the square root
    forgotten - and nothing in the third), runs every cell and saves; grace presses *Validate*,
    which names the failed check; both submit;
-4. the instructor collects, autogrades, generates and releases feedback: 3/3 and 1/3;
+4. the instructor collects, autogrades, generates and releases feedback: 3/3 and 1/3; the class
+   report (``make class-report``) counts grace's forgotten square root once and her stub once;
 5. each learner fetches the feedback (an HTML report with the score arrives in their home);
 6. the instructor publishes again, with lesson 01 (the assignment is closed) and a new closing
    cell in lesson 00; ada opens the link again: lesson 01 arrives, and her lesson 00 holds both
@@ -445,6 +446,10 @@ def test_a_class_pulls_fetches_submits_and_gets_graded(hub, browser, tmp_path):
             assert "failed" in validation and "take its square root" in validation, validation[-2000:]
 
     assert grade(hub) == {"ada": (3.0, 3.0), "grace": (1.0, 3.0)}
+    # what her feedback shows: the failed checks, and no cell after them failing for want of their result
+    graded = nbformat.read(hub["course"] / "autograded" / "grace" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    errors = [o.ename for c in graded.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert errors == ["CheckFailed", "CheckFailed"], errors  # exercise 2 wrong, exercise 3 the stub
     class_report_names_graces_mistake(hub, browser, tmp_path / "report")
     for user, count in LEARNERS.items():
         assert f"Score: {count:.1f} / {EXERCISE_COUNT:.1f}" in fetch_feedback(pages[user], hub, user), f"{user}'s feedback lacks the score"
