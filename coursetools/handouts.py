@@ -12,7 +12,7 @@ write, and the exercise's check prints "still the stub" until they do. The lesso
 solution cells away (``jupyter.source_hidden`` and the book's ``hide-input`` tag); the handout
 unfolds the stubbed cells. Outputs, execution counts and saved widget state are removed: the
 handout shows no answers. The pages the lessons link to beside them (``PAGES``: the training
-record) are copied with them, so that their relative links work in the handout folder too.
+record, the statistics page) are copied with them, so that their relative links work in the handout folder too.
 
 Shape legend: none (no tensor shapes of its own).
 """
@@ -30,7 +30,7 @@ import nbformat
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("write your solution here, then run the check below")'
 LESSONS = Path(__file__).resolve().parents[1] / "notebooks"  # the repository's notebooks/
-PAGES = ("training_record.md",)  # pages beside the lessons that they link to (relative links)
+PAGES = ("training_record.md", "statistics.md")  # pages beside the lessons that they link to (relative links)
 WORKED_SUFFIX = ".worked.ipynb"  # a worked lesson's name: its JupyterLab tab differs from the learner's
 
 

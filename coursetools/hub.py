@@ -13,6 +13,7 @@ What the learner repository holds (and the learner's ``~/capsedu`` after the pul
     NN_name.ipynb          the lesson, exercises to write (solutions stubbed, no outputs)
     worked/NN_name.worked.ipynb  the complete lesson with its outputs, to compare with afterwards
     training_record.md     how the shipped networks were trained (the lessons link to it; also in worked/)
+    statistics.md          the statistics the lessons use (standard errors, paired tests, seeds)
     README.md              what this folder is
 
 A lesson given as a graded assignment is *withheld*: neither its stubbed nor its worked copy is

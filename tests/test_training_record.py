@@ -71,5 +71,6 @@ def test_learners_get_the_page_beside_their_lessons(tmp_path):
     workspace.update(root)  # again: the read-only copies are replaced, not refused
     for folder in (root, root / "worked"):
         assert (folder / "training_record.md").read_text() == training_record.PAGE.read_text()
+        assert (folder / "statistics.md").read_text() == (REPO / "notebooks" / "statistics.md").read_text()
     copied = handouts.copy_pages(tmp_path / "handout")
-    assert [p.name for p in copied] == ["training_record.md"]
+    assert [p.name for p in copied] == ["training_record.md", "statistics.md"]

@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -39,7 +39,7 @@
 # ## Prerequisites and time
 #
 # Lesson 01 (capsule lengths lie in [0, 1)) and lesson 03 (digit capsules). Basic PyTorch tensor
-# arithmetic. **Time:** about 50 minutes; the only training is nine short runs near the end (three losses, three seeds).
+# arithmetic. The comparison near the end is paired over seeds: [the statistics page](statistics.md) explains both. **Time:** about 50 minutes; the only training is nine short runs near the end (three losses, three seeds).
 
 # %%
 # %matplotlib inline

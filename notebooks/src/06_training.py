@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -39,6 +39,7 @@
 #
 # - Lessons 01-05. You should know what `model(images, labels)` returns (`capsules`, `lengths`,
 #   `reconstruction`) and what the two losses measure.
+# - Standard errors and paired comparisons, short and with examples: [the statistics page](statistics.md).
 # - **Time:** about 50 minutes. The training cell takes under a minute on the machine the course was
 #   written on (the CPU configuration, 12 epochs over 4,500 MNIST images; the tests run a much
 #   shorter version), and Exercise 2 trains two more networks the same way. Each prints how long

@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -48,7 +48,7 @@
 # ## Prerequisites and time
 #
 # Lessons 00 (pose and pooling), 05 (the decoder), 06 (training, the shipped recipe) and 07
-# (exploring capsules; paired comparisons). **Time:** about 90 minutes, of which the computations take a few minutes on two CPU
+# (exploring capsules; paired comparisons: [the statistics page](statistics.md)). **Time:** about 90 minutes, of which the computations take a few minutes on two CPU
 # cores: all four networks are shipped (`capsedu.pretrained("capsnet")`, `capsedu.pretrained("cnn")`,
 # and for the paper's protocol `"capsnet40"` and `"cnn40"`), so nothing is trained here. The full
 # tables over all 10,000 test images come from `benchmarks/robustness.py` and

@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -49,7 +49,7 @@
 # ## Prerequisites and time
 #
 # Lessons 04 (margin loss, multi-hot targets), 05 (decoder and masking), 06 (training) and 08 (the
-# baseline CNN). **Time:** about 60 minutes, of which the computations take under 3 minutes on two CPU
+# baseline CNN); the clustered standard error of pairs that share digits is on [the statistics page](statistics.md). **Time:** about 60 minutes, of which the computations take under 3 minutes on two CPU
 # cores: the networks are shipped (`capsedu.pretrained("multimnist")` and
 # `capsedu.pretrained("multimnist_cnn")`, trained by `python -m coursetools.train_zoo multimnist
 # multimnist_cnn`, which on a GPU takes `--device cuda`), so the lesson trains only for a few

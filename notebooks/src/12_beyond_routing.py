@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -55,7 +55,7 @@
 # ## Prerequisites and time
 #
 # Lessons 03 (dynamic routing), 08 (the CNN baseline and the transformed test sets) and 11 (EM
-# routing). Scaled dot-product attention, if you know it, will look familiar. **Time:** about 50 minutes,
+# routing); a t-test over a few seeds, as in Exercise 1, is on [the statistics page](statistics.md). Scaled dot-product attention, if you know it, will look familiar. **Time:** about 50 minutes,
 # of which the computations take under 2 minutes on two CPU cores: the networks are shipped, the
 # lesson trains only briefly.
 

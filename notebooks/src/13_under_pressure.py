@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -53,7 +53,7 @@
 # ## Prerequisites and time
 #
 # Lessons 03 (routing), 05–06 (the decoder, training), 07 (exploring capsules), 08 (the CNN
-# baseline) and 11–12 (EM routing, Efficient-CapsNet). **Time:** about 120 minutes; the computations take
+# baseline) and 11–12 (EM routing, Efficient-CapsNet); standard errors and paired comparisons: [the statistics page](statistics.md). **Time:** about 120 minutes; the computations take
 # under 2 minutes on two CPU cores: every network is shipped, and the long measurements (attack
 # curves, deeper stacks) are recorded studies made by the scripts in `benchmarks/`, which you can
 # rerun.
