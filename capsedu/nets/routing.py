@@ -76,11 +76,18 @@ def dynamic_routing(u_hat: torch.Tensor, routing_iterations: int = 3,
         last = iteration == routing_iterations - 1
         u = u_hat if last else u_hat_inner  # (B, I, J, D)
         c = torch.softmax(b, dim=2)  # (B, I, J): each input capsule shares itself among the J outputs
-        s = (c.unsqueeze(-1) * u).sum(dim=1)  # (B, J, D)  Eq. 2
+        s = torch.einsum("bij,bijd->bjd", c, u)  # (B, J, D)  Eq. 2: sum over i of c_ij u_hat_j|i
         v = squash(s, dim=-1)  # (B, J, D)  Eq. 1
         if not last:
-            b = b + (u * v.unsqueeze(1)).sum(dim=-1)  # (B, I, J)  agreement u_hat . v
+            b = b + torch.einsum("bijd,bjd->bij", u, v)  # (B, I, J)  agreement u_hat_j|i . v_j
     return v, c
+
+
+def prediction_vectors(W: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    r"""The votes :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`: W (I, J, D, D_in), u (B, I, D_in).
+
+    Returns (B, I, J, D). Shapes are checked by the callers (:class:`DigitCaps`)."""
+    return torch.einsum("ijdk,bik->bijd", W, u)  # (B, I, J, D)
 
 
 class DigitCaps(nn.Module):
@@ -116,7 +123,7 @@ class DigitCaps(nn.Module):
     def prediction_vectors(self, u: torch.Tensor) -> torch.Tensor:
         r"""Prediction vectors :math:`\hat{\mathbf u}_{j|i} = \mathbf W_{ij}\mathbf u_i`, (B, I, J, D_out)."""
         self._require_input(u)
-        return torch.einsum("ijdk,bik->bijd", self.W, u)  # (B, I, J, D_out)
+        return prediction_vectors(self.W, u)  # (B, I, J, D_out)
 
     def forward(self, u: torch.Tensor,
                 routing_iterations: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

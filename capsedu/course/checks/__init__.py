@@ -18,6 +18,8 @@ raises on a bad argument elsewhere in the package is a ``require_*``.
 * ``margin`` - lesson 04: the margin loss (Eq. 4), a peer's capsule loss, the pull on a length
 * ``decoder`` - lesson 05: masking, the decoder, the SSE reconstruction loss
 * ``decoder_exercises`` - lesson 05's exercises: redrawing from a chosen capsule, the closest input
+* ``assembly`` - lesson 06: the learner's CapsNet from their pieces, against the shipped one
+  with the same weights, stage by stage
 * ``training`` - lesson 06: one training step, margin violations, uniform couplings
 * ``exploring`` - lesson 07: the Fig. 4 probe (perturb one dimension, decode), a shift that a
   stroke-weight change cannot fake

@@ -1,4 +1,4 @@
-r"""Checks for lesson 06: one training step, where the margin loss still pulls, and the digit
+r"""Checks for lesson 06: one training step (on the network's own ``loss``), where the margin loss still pulls, and the digit
 capsules with uniform couplings (routing switched off).
 
 Shape legend:
@@ -26,11 +26,28 @@ import torch
 from capsedu.course.checks._kit import CheckResult, call_learner, mistake, other, verdict
 from capsedu.course.checks._probe import probe_capsnet
 from capsedu.nets.capsnet import CapsNet, capsnet_loss
+from capsedu.nets.contract import Loss
 from capsedu.nets.losses import margin_loss
 from capsedu.nets.squash import squash
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 StepFn = Callable[[CapsNet, torch.optim.Optimizer, torch.Tensor, torch.Tensor], object]
+
+
+class _LossProbe(CapsNet):
+    r"""A CapsNet with the ``loss(images, labels)`` method of lesson 06's MyCapsNet: capsnet_loss."""
+
+    def loss(self, images: torch.Tensor, labels: torch.Tensor) -> Loss:
+        value, lengths = capsnet_loss(self, images, labels)
+        return Loss(value, (lengths.argmax(dim=1) == labels).sum())
+
+
+def _loss_probe(seed: int) -> _LossProbe:
+    tiny = probe_capsnet(seed)
+    with torch.random.fork_rng(devices=[]):  # the learner's random state stays as it was
+        model = _LossProbe(tiny.config)
+    model.load_state_dict(tiny.state_dict())
+    return model
 
 
 def _probe_batch(seed: int, batch: int = 6) -> Batch:
@@ -87,19 +104,19 @@ def _loss_problem(returned: object, model: CapsNet, images: torch.Tensor,
         return ""
     if abs(value - margin_only) <= 1e-4 * margin_only:
         return mistake("margin-loss-only", "the loss is only the margin loss: add 0.0005 x the "
-                       "reconstruction loss (capsnet_loss does both)")
+                       "reconstruction loss (model.loss does both)")
     if abs(value - unmasked) <= 1e-4 * unmasked:
         return mistake("decoder-masked-by-prediction",
                        "the decoder was masked by the prediction: in training call "
                        "model(images, labels) so it redraws the TRUE class capsule (or use "
-                       "capsedu.capsnet_loss)")
-    return other("values", f"the returned loss {value:.5g} is not capsnet_loss(model, images, "
-                           f"labels) = {expected:.5g} computed before the update")
+                       "model.loss(images, labels))")
+    return other("values", f"the returned loss {value:.5g} is not model.loss(images, labels).value "
+                           f"= {expected:.5g} computed before the update")
 
 
 def _step_problem(fn: StepFn) -> str:
     r"""A hint when two calls of ``fn`` are not two plain steps on ``capsnet_loss``, else ''."""
-    model = probe_capsnet(0).train()
+    model = _loss_probe(0).train()
     batches = [_probe_batch(1), _probe_batch(2)]
     start = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -130,11 +147,11 @@ def _step_problem(fn: StepFn) -> str:
         problem = mistake("decoder-masked-by-prediction",
                           "the decoder learned from the wrong capsules: in training call "
                           "model(images, labels) so the mask keeps the TRUE class capsule (or use "
-                          "capsedu.capsnet_loss)")
+                          "model.loss(images, labels))")
     if not problem and not torch.allclose(after_one, _reference_steps(start, batches[:1], False),
                                           atol=1e-6):
         problem = other("gradient",
-                        "one step changed the weights differently from a step on capsnet_loss: "
+                        "one step changed the weights differently from a step on model.loss: "
                         "backpropagate the same loss you return, once per call")
     if not problem and torch.allclose(after_two, _reference_steps(start, batches, True), atol=1e-6):
         problem = mistake("no-zero-grad",
@@ -147,9 +164,10 @@ def _step_problem(fn: StepFn) -> str:
 
 
 def check_train_step(fn: StepFn, *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(model, optimizer, images, labels) -> loss``: one step on ``capsnet_loss``."""
-    return verdict(_step_problem(fn), "one training step: loss = capsnet_loss (labels mask the "
-                                      "decoder), zero_grad -> backward -> step", quiet=quiet)
+    r"""Check ``fn(model, optimizer, images, labels) -> loss``: one step on ``model.loss``
+    (the total CapsNet loss, labels masking the decoder)."""
+    return verdict(_step_problem(fn), "one training step: loss = model.loss(images, labels).value "
+                                      "(labels mask the decoder), zero_grad -> backward -> step", quiet=quiet)
 
 
 MarginFn = Callable[[torch.Tensor, torch.Tensor], object]
