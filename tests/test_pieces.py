@@ -81,3 +81,28 @@ def test_only_imports_constants_and_the_definition_run(tmp_path):
 def test_a_folder_that_is_not_one_is_refused(tmp_path):
     with pytest.raises(ValueError, match="folder must be the folder of your lesson notebooks"):
         collect_pieces(tmp_path / "missing")
+
+
+def test_your_network_or_the_shipped_one_says_which(tmp_path, capsys):
+    import torch
+
+    import capsedu
+    from capsedu.course.checks.assembly import _ReferenceCapsNet, as_capsnet
+    from capsedu.course.pieces import your_network_or_shipped
+
+    config = capsedu.CapsNetConfig.cpu()
+    mine = _ReferenceCapsNet(config, Pieces.reference()).eval()
+    path = capsedu.save_checkpoint(tmp_path / "my_capsnet.pt", as_capsnet(mine, config),
+                                   metadata={"test_accuracy": 0.5})
+    images = torch.rand(3, 1, 28, 28)
+    loaded = your_network_or_shipped(True, path)
+    assert "uses your network from lesson 06" in capsys.readouterr().out
+    with torch.no_grad():
+        assert torch.allclose(loaded(images).capsules, mine(images).capsules, atol=1e-6)
+    shipped = your_network_or_shipped(False, path)
+    assert "uses the shipped capsnet (set use_yours = True" in capsys.readouterr().out
+    assert not torch.equal(shipped.conv1.weight, loaded.conv1.weight)
+    your_network_or_shipped(True, tmp_path / "absent.pt")
+    assert "is not there yet" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="use_yours must be True or False"):
+        your_network_or_shipped("yes", path)

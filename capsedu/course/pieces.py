@@ -42,6 +42,8 @@ from capsedu.nets.capsnet import decoder_network, mask_capsules
 from capsedu.nets.losses import margin_loss, reconstruction_loss
 from capsedu.nets.routing import dynamic_routing
 from capsedu.nets.squash import squash
+from capsedu.training.checkpoint import load_checkpoint
+from capsedu.zoo.shipped import pretrained
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,3 +223,22 @@ def collect_pieces(folder: str | Path = ".", *, quiet: bool = False) -> Pieces:
         if not quiet:
             print(f"{spec.name + ':':13} {line}")
     return Pieces(**chosen, sources=sources)
+
+
+def your_network_or_shipped(use_yours: bool, path: str | Path = "checkpoints/my_capsnet.pt") -> torch.nn.Module:
+    r"""The network the learner trained in lesson 06 (saved at ``path``) when ``use_yours``, else the
+    shipped ``capsnet``; prints one line saying which is in use (and why, when yours is asked for
+    but not there)."""
+    if not isinstance(use_yours, bool):
+        raise TypeError(f"use_yours must be True or False, got {use_yours!r}")
+    path = Path(path)
+    if use_yours and path.is_file():
+        model, info = load_checkpoint(path)
+        accuracy = info["metadata"].get("test_accuracy")
+        told = f", test accuracy {accuracy:.2%} when it was saved" if accuracy is not None else ""
+        print(f"→ uses your network from lesson 06 ({path}{told})")
+        return model
+    why = f": {path} is not there yet (lesson 06 saves it after training your MyCapsNet)" if use_yours else \
+        " (set use_yours = True for the network you trained in lesson 06)"
+    print(f"→ uses the shipped capsnet{why}")
+    return pretrained("capsnet")

@@ -76,7 +76,7 @@ from IPython.display import display
 
 import capsedu
 from capsedu.course.checks import yours_or_reference
-from capsedu.course.checks.assembly import assembled_or_reference, check_assembly, load_capsnet_weights
+from capsedu.course.checks.assembly import as_capsnet, assembled_or_reference, check_assembly, load_capsnet_weights
 from capsedu.course.checks.training import check_margin_violations, check_train_step, check_uniform_lengths
 from capsedu.course.pieces import Pieces, collect_pieces
 from capsedu.explore.figures import reconstruction_grid
@@ -532,6 +532,19 @@ for seed, comparison in yours_vs_capsedu.items():
 gaps = [100 * comparison.gap for comparison in yours_vs_capsedu.values()]
 print(f"over {len(gaps)} seeds: mean gap {sum(gaps) / len(gaps):+.2f} points, from {min(gaps):+.2f} "
       f"to {max(gaps):+.2f}; ties: {sum(c.tie for c in yours_vs_capsedu.values())} of {len(gaps)}")
+
+# %% [markdown]
+# Your seed-0 network is saved as a checkpoint that lessons 07 and 13 can open in place of the
+# shipped one (set `use_yours = True` there). It is stored as a `capsedu.CapsNet` holding your
+# weights (`as_capsnet`, the check's mapping backwards), which the check above showed computes
+# what your network computes.
+
+# %%
+my_checkpoint = Path(capsedu.choose(learner="checkpoints/my_capsnet.pt", fast="checkpoints/my_capsnet_fast.pt"))
+capsedu.save_checkpoint(my_checkpoint, as_capsnet(yours_by_seed[seeds[0]], config),
+                        metadata={"test_accuracy": yours_vs_capsedu[seeds[0]].accuracy_a,
+                                  "trained_as": f"MyCapsNet, lesson 06, seed {seeds[0]}", "epochs": epochs})
+print(f"saved your seed-{seeds[0]} network as {my_checkpoint}")
 
 # %% [markdown]
 # ## Explore

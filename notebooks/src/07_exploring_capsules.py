@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -42,7 +42,9 @@
 #
 # Lessons 03 (dynamic routing), 05 (decoder and masking) and 06 (training). **Time:** about 50 minutes.
 # Nothing is trained here: the lesson loads the network shipped with the course
-# (`capsedu.pretrained()`, a few seconds, its checksum verified). The live explorers need a Python
+# (`capsedu.pretrained()`, a few seconds, its checksum verified), or, with `use_yours = True` in
+# its first code cell, the network you trained in lesson 06. The text describes the shipped
+# network; with yours, the numbers differ, and comparing them is part of the exploring. The live explorers need a Python
 # kernel (JupyterLab, VS Code, Colab); each is followed by its `frames()`: its pictures computed
 # in advance for one image, chosen by sliders that move without a kernel (on the course website
 # too).
@@ -55,6 +57,7 @@ import torch
 import capsedu
 from capsedu.course.checks import yours_or_reference
 from capsedu.course.checks.exploring import check_aligned_shift, check_perturb_and_decode
+from capsedu.course.pieces import your_network_or_shipped
 from capsedu.explore.figures import COUPLING_TOP, coupling_norm, perturbation_grid, reconstruction_grid
 from capsedu.explore.palette import BLUE, COURSE_STYLE, VERMILLION
 from capsedu.explore.probes import (couplings_on_grid, encode_image, perturb_and_decode, perturbation_sweep,
@@ -65,11 +68,13 @@ plt.style.use(COURSE_STYLE)  # colour-blind-safe colours (Okabe-Ito) and maps (v
 
 # %%
 capsedu.set_seed(0)
-model = capsedu.pretrained()  # the shipped CPU-configuration CapsNet, checksum verified
+use_yours = False  # True: the network you trained in lesson 06 (checkpoints/my_capsnet.pt)
+model = your_network_or_shipped(use_yours)  # else the shipped CPU-configuration CapsNet, checksum verified
 config = model.config
-print(f"shipped network: {config.num_primary_caps} primary capsules ({config.primary_types} types "
+print(f"network: {config.num_primary_caps} primary capsules ({config.primary_types} types "
       f"on a {config.primary_grid}x{config.primary_grid} grid), {config.digit_dim}-D digit capsules")
-print(capsedu.shipped_summary())
+if not use_yours:
+    print(capsedu.shipped_summary())
 
 test = capsedu.load_mnist("test")
 n_search = capsedu.choose(learner=len(test), fast=500)  # test images searched for mistakes below

@@ -56,7 +56,9 @@
 # baseline) and 11–12 (EM routing, Efficient-CapsNet); standard errors and paired comparisons: [the statistics page](statistics.md). **Time:** about 120 minutes; the computations take
 # under 2 minutes on two CPU cores: every network is shipped, and the long measurements (attack
 # curves, deeper stacks) are recorded studies made by the scripts in `benchmarks/`, which you can
-# rerun.
+# rerun. The attacks you run here can hit the network you trained in lesson 06 instead of the
+# shipped CapsNet: set `use_yours = True` where the CapsNet is loaded (the recorded studies stay
+# the shipped network's).
 
 # %%
 # %matplotlib inline
@@ -69,6 +71,7 @@ import torch.nn.functional as F
 import capsedu
 from capsedu.course.checks import yours_or_reference
 from capsedu.course.checks.pressure import check_fgsm, check_margin_fgsm, check_vote_scores
+from capsedu.course.pieces import your_network_or_shipped
 from capsedu.data.fashion_mnist import CLASSES
 from capsedu.explore.adaptive import full_routing_gradient
 from capsedu.explore.attacks import ScoresAsLogits, apgd, attacked_accuracy, attacked_correct, pgd
@@ -114,7 +117,8 @@ def attack_loss_by_hand(scores, labels):
     return -share.log().mean()
 
 
-capsnet = capsedu.pretrained("capsnet")
+use_yours = False  # True: attack the network you trained in lesson 06 (checkpoints/my_capsnet.pt)
+capsnet = your_network_or_shipped(use_yours)  # else the shipped CapsNet
 one_each = digits.one_per_class()  # chosen by class: the same ten classes for every learner
 print(digits.describe_examples(one_each))
 images, labels = digits.images[one_each], digits.labels[one_each]  # (10, 1, 28, 28), (10,)

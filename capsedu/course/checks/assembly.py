@@ -41,7 +41,7 @@ from capsedu.course.checks._kit import (
 )
 from capsedu.course.checks.primary import reference_to_capsules
 from capsedu.course.pieces import Pieces
-from capsedu.nets.capsnet import CapsNet, CapsNetOutput, capsnet_loss, mask_capsules
+from capsedu.nets.capsnet import CapsNet, CapsNetConfig, CapsNetOutput, capsnet_loss, mask_capsules
 from capsedu.nets.contract import Loss
 from capsedu.nets.losses import RECON_WEIGHT, margin_loss, reconstruction_loss
 from capsedu.nets.routing import dynamic_routing, prediction_vectors
@@ -67,6 +67,23 @@ def _copy(name: str, mine: torch.Tensor | None, theirs: torch.Tensor) -> None:
     mine.copy_(theirs)
 
 
+def _weight_pairs(net: nn.Module, capsnet: CapsNet) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    r"""(name, net's tensor, capsnet's tensor) for every weight of the mapping."""
+    layers = [(_layer(net, "conv1", nn.Conv2d), capsnet.conv1, "conv1"),
+              (_layer(net, "primary", nn.Conv2d), capsnet.primary.conv, "primary")]
+    mine_linear = [m for m in _layer(net, "decoder", nn.Module).modules() if isinstance(m, nn.Linear)]
+    theirs_linear = [m for m in capsnet.decoder.modules() if isinstance(m, nn.Linear)]
+    if len(mine_linear) != len(theirs_linear):
+        raise ValueError(f"self.decoder must have {len(theirs_linear)} nn.Linear layers, got {len(mine_linear)}")
+    layers += [(mine, theirs, f"decoder's Linear {k}") for k, (mine, theirs) in enumerate(zip(mine_linear, theirs_linear))]
+    W = getattr(net, "W", None)
+    if not isinstance(W, nn.Parameter):
+        raise ValueError(f"MyCapsNet needs self.W, an nn.Parameter (I, J, D, D_in); got {type(W).__name__}")
+    pairs = [(f"{name}.{part}", getattr(mine, part), getattr(theirs, part))
+             for mine, theirs, name in layers for part in ("weight", "bias")]
+    return pairs + [("W", W, capsnet.class_caps.W)]
+
+
 def load_capsnet_weights(net: nn.Module, capsnet: CapsNet) -> None:
     r"""Copy ``capsnet``'s weights into ``net``, a network with the attributes of lesson 06:
 
@@ -83,21 +100,24 @@ def load_capsnet_weights(net: nn.Module, capsnet: CapsNet) -> None:
     """
     if not isinstance(capsnet, CapsNet):
         raise TypeError(f"capsnet must be a capsedu.CapsNet, got {type(capsnet).__name__}")
-    pairs = [(_layer(net, "conv1", nn.Conv2d), capsnet.conv1, "conv1"),
-             (_layer(net, "primary", nn.Conv2d), capsnet.primary.conv, "primary")]
-    mine_linear = [m for m in _layer(net, "decoder", nn.Module).modules() if isinstance(m, nn.Linear)]
-    theirs_linear = [m for m in capsnet.decoder.modules() if isinstance(m, nn.Linear)]
-    if len(mine_linear) != len(theirs_linear):
-        raise ValueError(f"self.decoder must have {len(theirs_linear)} nn.Linear layers, got {len(mine_linear)}")
-    pairs += [(mine, theirs, f"decoder's Linear {k}") for k, (mine, theirs) in enumerate(zip(mine_linear, theirs_linear))]
-    W = getattr(net, "W", None)
-    if not isinstance(W, nn.Parameter):
-        raise ValueError(f"MyCapsNet needs self.W, an nn.Parameter (I, J, D, D_in); got {type(W).__name__}")
     with torch.no_grad():
-        for mine, theirs, name in pairs:
-            _copy(f"{name}.weight", mine.weight, theirs.weight)
-            _copy(f"{name}.bias", mine.bias, theirs.bias)
-        _copy("W", W, capsnet.class_caps.W)
+        for name, mine, theirs in _weight_pairs(net, capsnet):
+            _copy(name, mine, theirs)
+
+
+def as_capsnet(net: nn.Module, config: CapsNetConfig) -> CapsNet:
+    r"""A :class:`CapsNet` of ``config`` holding ``net``'s weights: :func:`load_capsnet_weights` backwards.
+
+    Lesson 06 saves the learner's trained network this way, as a checkpoint that
+    :func:`capsedu.load_checkpoint` opens in later lessons; the check showed that the two compute the same.
+    """
+    capsnet = CapsNet(config)
+    with torch.no_grad():
+        for name, mine, theirs in _weight_pairs(net, capsnet):
+            if not isinstance(mine, torch.Tensor) or mine.shape != theirs.shape:
+                raise ValueError(f"net's {name} must have shape {tuple(theirs.shape)} for config, got {shape_of(mine)}")
+            theirs.copy_(mine)
+    return capsnet.eval()
 
 
 class _Recorder:
