@@ -1,6 +1,8 @@
 """Tests for capsedu.course.checks.assembly: lesson 06's MyCapsNet against a CapsNet with the same
 weights; the right assembly passes, each typical mistake gets its own hint."""
 
+import dataclasses
+
 import pytest
 import torch
 from conftest import assert_hint
@@ -194,3 +196,37 @@ def test_assembled_or_reference_says_which(probe, capsys):
     assert "uses your MyCapsNet" in capsys.readouterr().out
     chosen = assembled_or_reference(forward_with(no_relu), pieces=Pieces.reference(), **given)
     assert chosen is _ReferenceCapsNet and "in place of your MyCapsNet" in capsys.readouterr().out
+
+
+def test_a_mistake_the_shipped_sizes_hide_shows_with_other_sizes():
+    # the shipped network has as many primary capsule types as dimensions (8 and 8): swapping them
+    # there changes nothing, so the check also builds a network of other sizes
+    assert_hint(check_assembly(forward_with(swapped)), "the order is (features, num_types, caps_dim)",
+                "on a CapsNet of other sizes")
+
+
+def test_the_initial_scale_of_W(probe):
+    def wide_init(self, config, pieces):
+        _ReferenceCapsNet.__init__(self, config, pieces)
+        self.W = nn.Parameter(torch.randn_like(self.W))
+    assert_hint(check(type("Wide", (_ReferenceCapsNet,), {"__init__": wide_init}), probe), "standard deviation 0.01")
+
+
+def test_a_routing_that_detaches_its_inner_iterations(probe):
+    pieces = dataclasses.replace(Pieces.reference(), routing=lambda u_hat, r: dynamic_routing(u_hat, r))
+    assert_hint(check(_ReferenceCapsNet, probe, pieces), "last iteration only", "lesson 03")
+
+
+def test_a_forward_that_raises_names_the_first_wrong_stage(probe):
+    def permuted_votes(self, images, labels=None):
+        return _output(self, images, *_routed(self, images, labels, votes=lambda W, u: prediction_vectors(
+            W, u).transpose(1, 2)), labels)
+    assert_hint(check(forward_with(permuted_votes), probe), "the votes û you route differ", "shape")
+
+
+def test_a_mean_squared_error_is_not_called_the_margin_loss_alone(probe):
+    wrong = loss_with(lambda self, out, images, labels, t: self.pieces.margin_loss(out.lengths, t)
+                      + 0.0005 * ((out.reconstruction - images) ** 2).mean())
+    result = check(wrong, probe)
+    assert_hint(result, "your loss is")
+    assert "margin loss alone" not in result.message

@@ -3,8 +3,8 @@
 ``python -m coursetools.grading`` builds the course folder; nbgrader's own
 ``generate_assignment`` releases each lesson, and ``autograde`` grades three submissions of it:
 the released notebook untouched (every exercise still a stub), every exercise solved (the
-lesson's own solutions pasted in), and the first half solved. CI grades lesson 04 here (about a
-minute) and lesson 01 end to end on a JupyterHub (``tests/test_hub.py``: submitted from the
+lesson's own solutions pasted in), and the first half solved. CI grades lessons 04 and 06 here
+(about a minute each; 06 grades the learner's own CapsNet, assembled from their pieces) and lesson 01 end to end on a JupyterHub (``tests/test_hub.py``: submitted from the
 browser, 2/2 and 1/2); ``make grade-all`` grades every lesson the same way.
 """
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.lessons
 
 pytest.importorskip("nbgrader")
 LESSONS = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-GRADED = LESSONS if os.environ.get("CAPSEDU_GRADE_ALL") == "1" else ["04_margin_loss"]
+GRADED = LESSONS if os.environ.get("CAPSEDU_GRADE_ALL") == "1" else ["04_margin_loss", "06_training"]
 
 
 def nbgrader(course: Path, *args: str) -> None:

@@ -40,10 +40,19 @@ def test_an_unfinished_piece_is_replaced_and_said_so(tmp_path, capsys):
     nbformat.write(nb, tmp_path / "01_squash.ipynb")
     pieces = collect_pieces(tmp_path)
     out = capsys.readouterr().out
-    assert "squash:       uses capsedu.squash: your my_squash in 01_squash.ipynb does not pass its check yet" in out
+    assert "squash:       uses capsedu.squash: your my_squash in 01_squash.ipynb is still the stub\n" in out
     assert "routing:      uses capsedu.dynamic_routing: no lesson 03 notebook found beside this one" in out
     assert pieces.sources["squash"] == "capsedu" and pieces.squash is Pieces.reference().squash
     assert pieces.routing(*_votes()) is not None  # capsedu's routing, with gradients through every iteration
+
+
+def test_a_failing_piece_says_what_its_check_says(tmp_path, capsys):
+    notebook(tmp_path / "01_squash.ipynb", "import torch", "def my_squash(s, eps=1e-8):\n    return 0.5 * s")
+    collect_pieces(tmp_path)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("squash:       uses capsedu.squash: your my_squash in 01_squash.ipynb does not pass "
+                           "its check yet ("), line
+    assert len(line) > 110, line  # the check's own hint follows
 
 
 def _votes():
@@ -61,19 +70,22 @@ def test_nbgraders_folder_per_lesson_is_found(tmp_path):
 
 def test_copies_beside_the_lesson_are_not_the_learners(tmp_path):
     notebook(tmp_path / "01_squash.updated.ipynb", "def my_squash(s, eps=1e-8):\n    return s")
+    notebook(tmp_path / "01_squash-Copy1.ipynb", "def my_squash(s, eps=1e-8):\n    return s")
     notebook(tmp_path / "worked" / "01_squash.worked.ipynb", "def my_squash(s, eps=1e-8):\n    return s")
     assert find_lesson(tmp_path, "01") is None
 
 
 def test_only_imports_constants_and_the_definition_run(tmp_path):
     path = notebook(tmp_path / "04_margin_loss.ipynb",
-                    "%matplotlib inline\nimport torch\nM_POS, M_NEG = 0.9, 0.1",
+                    "%matplotlib inline\nimport torch\nM_POS, M_NEG = 0.9, 0.1\nLAMBDA: float = 0.5",
                     "raise SystemExit('a cell that must not run')",
                     "model = torch.nn.Linear(2, 2)  # not a constant: not run",
                     "def my_margin_loss(lengths, targets):\n    return 0 * lengths.sum()",
-                    "def my_margin_loss(lengths, targets):\n    return torch.tensor(M_POS + M_NEG)")
+                    "def half(x):\n    return LAMBDA * x\n\n\ndef my_margin_loss(lengths, targets):\n"
+                    "    return torch.tensor(half(M_POS + M_NEG))",
+                    "M_POS = 100.0  # explored after the definition: not the piece's")
     fn = read_function(path, "my_margin_loss")
-    assert float(fn(None, None)) == pytest.approx(1.0)  # the last definition, with the constants
+    assert float(fn(None, None)) == pytest.approx(0.5)  # the last definition, its helper and constants
     assert "model" not in fn.__globals__
     assert read_function(path, "absent") is None
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -44,6 +45,8 @@ from capsedu.nets.routing import dynamic_routing
 from capsedu.nets.squash import squash
 from capsedu.training.checkpoint import load_checkpoint
 from capsedu.zoo.shipped import pretrained
+
+LESSON_NAME = re.compile(r"\d\d_[a-z0-9_]+")  # 01_squash: a lesson's own name, no copy's suffix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,12 +108,13 @@ def find_lesson(folder: Path, lesson: str) -> Path | None:
 
     Looked for in ``folder`` (``01_squash.ipynb``), then in a folder of its own beside or below
     it (``../01_squash/01_squash.ipynb``, as nbgrader's assignments are). Copies such as
-    ``01_squash.updated.ipynb`` or ``01_squash.worked.ipynb`` are not the learner's lesson.
+    ``01_squash.updated.ipynb``, ``01_squash.worked.ipynb`` or JupyterLab's duplicate
+    ``01_squash-Copy1.ipynb`` are not the learner's lesson.
     """
     patterns = [(folder, f"{lesson}_*.ipynb"), (folder.parent, f"{lesson}_*/{lesson}_*.ipynb"),
                 (folder, f"{lesson}_*/{lesson}_*.ipynb")]
     for root, pattern in patterns:
-        found = [path for path in sorted(root.glob(pattern)) if "." not in path.stem]
+        found = [path for path in sorted(root.glob(pattern)) if LESSON_NAME.fullmatch(path.stem)]
         if found:
             return found[0]
     return None
@@ -129,8 +133,9 @@ def _parse(source: str) -> ast.Module | None:
 
 
 def _is_constant(node: ast.stmt) -> bool:
-    r"""True for ``M_POS, M_NEG = 0.9, 0.1``: an assignment of literals (numbers, strings, tuples)."""
-    if not isinstance(node, ast.Assign):
+    r"""True for ``M_POS, M_NEG = 0.9, 0.1`` or ``M_POS: float = 0.9``: an assignment of literals
+    (numbers, strings, tuples)."""
+    if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
         return False
     try:
         ast.literal_eval(node.value)
@@ -142,23 +147,24 @@ def _is_constant(node: ast.stmt) -> bool:
 def read_function(notebook: Path, function: str, bindings: dict[str, object] | None = None) -> Callable | None:
     r"""``function`` as the last code cell of ``notebook`` that defines it says, or None.
 
-    The definition runs after the notebook's import lines and its assignments of literals
-    (``M_POS = 0.9``), each on its own (one that fails is skipped), with ``bindings`` set over
-    them; nothing else of the notebook runs.
+    The functions that cell defines (``function`` and any helper beside it) run after the import lines and the assignments of literals (``M_POS = 0.9``)
+    of the cells up to the defining one, each on its own (one that fails is skipped), with
+    ``bindings`` set over them; nothing else of the notebook runs.
     """
     cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
-    imports: list[ast.stmt] = []
-    definition = None
+    setup: list[ast.stmt] = []  # imports and constants, cell by cell
+    definition, imports = None, []
     for cell in cells:
         if cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
         tree = _parse("".join(source) if isinstance(source, list) else source)
-        for node in tree.body if tree else []:
-            if isinstance(node, (ast.Import, ast.ImportFrom)) or _is_constant(node):
-                imports.append(node)
-            elif isinstance(node, ast.FunctionDef) and node.name == function:
-                definition = node
+        nodes = tree.body if tree else []
+        setup += [node for node in nodes if isinstance(node, ast.Import | ast.ImportFrom) or _is_constant(node)]
+        if any(isinstance(node, ast.FunctionDef) and node.name == function for node in nodes):
+            # the last defining cell wins: its functions (helpers too), after the setup up to it
+            definition = [node for node in nodes if isinstance(node, ast.FunctionDef)]
+            imports = list(setup)
     if definition is None:
         return None
     namespace: dict[str, object] = {"__name__": f"capsedu_learner_{notebook.stem}"}
@@ -168,7 +174,7 @@ def read_function(notebook: Path, function: str, bindings: dict[str, object] | N
         except Exception:  # noqa: BLE001, S112 - an import the learner's machine lacks is skipped
             continue
     namespace.update(bindings or {})
-    exec(compile(ast.Module([definition], []), str(notebook), "exec"), namespace)  # noqa: S102
+    exec(compile(ast.Module(definition, []), str(notebook), "exec"), namespace)  # noqa: S102
     return namespace[function]  # type: ignore[return-value]
 
 
@@ -179,11 +185,14 @@ def squash_along(squash_last: Callable) -> Callable:
     return along
 
 
-def _passes(spec: PieceSpec, fn: Callable) -> bool:
+def _verdict(spec: PieceSpec, fn: Callable) -> str:
+    r"""'' when ``fn`` passes its lesson's check, else the check's message."""
     try:
-        return bool(spec.check(fn, quiet=True))
-    except CheckFailed:  # grading mode: a failed check raises even when quiet
-        return False
+        with torch.random.fork_rng(devices=[]):  # the learner's random state stays as it was
+            result = spec.check(fn, quiet=True)
+    except CheckFailed as failure:  # grading mode: a failed check raises even when quiet
+        return str(failure)
+    return "" if result else result.message.removeprefix("❌ not yet — ")
 
 
 def _collect_one(spec: PieceSpec, folder: Path, bindings: dict[str, object]) -> tuple[Callable | None, str]:
@@ -197,8 +206,11 @@ def _collect_one(spec: PieceSpec, folder: Path, bindings: dict[str, object]) -> 
         return None, f"your {spec.function} in {notebook.name} raised {type(error).__name__}: {error}"
     if fn is None:
         return None, f"{notebook.name} has no cell that defines {spec.function}"
-    if not _passes(spec, fn):
-        return None, f"your {spec.function} in {notebook.name} does not pass its check yet"
+    hint = _verdict(spec, fn)
+    if hint.startswith("still the stub"):
+        return None, f"your {spec.function} in {notebook.name} is still the stub"
+    if hint:
+        return None, f"your {spec.function} in {notebook.name} does not pass its check yet ({hint})"
     return fn, f"uses your {spec.function} from {notebook.name}"
 
 

@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -688,8 +688,8 @@ for detach in (True, False):  # the best of three runs: the one least disturbed 
 # At the paper's size the NumPy routing and `capsedu.dynamic_routing` take times of the same order,
 # both with `detach_inner=True` and through every iteration (the times and their ratio are printed
 # above; they move between runs and machines): hand-written NumPy is not slow here. Both do the
-# same operations in the same order on the CPU, and NumPy's `einsum` sums without first building
-# the (B, I, J, D) product that the readable torch version materialises. What NumPy
+# same operations in the same order on the CPU, and both sum with `einsum`, without first building
+# the (B, I, J, D) product of couplings and votes. What NumPy
 # lacks is everything around it: a GPU, autograd for new ideas, and formulations such as the fast
 # path `capsedu.DigitCaps` runs (lesson 03), which never builds $\hat{\mathbf u}$ —
 # `benchmarks/numpy_routing.py` compares the whole layer with it.

@@ -56,7 +56,7 @@ PIECES_CALLED = ("to_capsules", "routing", "mask")
 def _layer(net: nn.Module, name: str, kind: type) -> nn.Module:
     layer = getattr(net, name, None)
     if not isinstance(layer, kind):
-        raise ValueError(f"MyCapsNet needs self.{name}, an {kind.__name__}; got {type(layer).__name__}")
+        raise ValueError(f"MyCapsNet needs self.{name}, an nn.{kind.__name__}; got {type(layer).__name__}")
     return layer
 
 
@@ -121,20 +121,27 @@ def as_capsnet(net: nn.Module, config: CapsNetConfig) -> CapsNet:
 
 
 class _Recorder:
-    r"""The first call of each piece and each hooked layer: its arguments and its output."""
+    r"""The first call of each piece and each hooked layer: its arguments, as they came in (kept
+    even when the call raises), and its output (None until it returns)."""
 
-    def __init__(self) -> None:
-        self.calls: dict[str, tuple[tuple, object]] = {}
+    def __init__(self, names: dict[str, tuple[str, ...]]) -> None:
+        self.names = names  # each piece's parameter names, to read keyword arguments
+        self.calls: dict[str, list] = {}
 
     def piece(self, name: str, fn: Callable) -> Callable:
         def recorded(*args: object, **kwargs: object) -> object:
+            first = name not in self.calls
+            if first:
+                named = dict(zip(self.names.get(name, ()), args)) | kwargs
+                self.calls[name] = [tuple(named.get(key) for key in self.names[name]), None]
             out = fn(*args, **kwargs)
-            self.calls.setdefault(name, (args + tuple(kwargs.values()), out))
+            if first:
+                self.calls[name][1] = out
             return out
         return recorded
 
     def hook(self, name: str) -> Callable:
-        return lambda _module, args, out: self.calls.setdefault(name, (args, out)) and None
+        return lambda _module, args, out: self.calls.setdefault(name, [args, out]) and None
 
 
 def _reference_stages(capsnet: CapsNet, images: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -167,13 +174,19 @@ def _how(got: object, expected: torch.Tensor, tolerance: float = TOLERANCE) -> s
     return f"max |Δ| = {_gap(got, expected):.3g} (the check allows {tolerance:.2g})"
 
 
+PARAMETERS = {"to_capsules": ("features", "num_types", "caps_dim"), "routing": ("u_hat", "routing_iterations"),
+              "mask": ("capsules", "labels")}  # the pieces' parameters, in the order of lessons 02-05
+
+
 def _first_arg(calls: dict, name: str, index: int = 0) -> object:
     args = calls[name][0]
     return args[index] if len(args) > index else None
 
 
-def _layers_problem(calls: dict, ref: dict[str, torch.Tensor]) -> str:
+def _layers_problem(calls: dict, ref: dict[str, torch.Tensor], partial: bool = False) -> str:
     for layer in ("conv1", "primary"):
+        if layer not in calls and partial:
+            return ""
         if layer not in calls:
             return mistake("layer-unused", f"your forward never ran self.{layer}: images -> conv1 -> ReLU -> "
                                            "primary convolution (Figure 1)")
@@ -200,23 +213,26 @@ def _swap_problem(calls: dict, cfg: object) -> str:
     return ""
 
 
-def _pieces_problem(calls: dict, ref: dict[str, torch.Tensor], cfg: object) -> str:
+def _pieces_problem(calls: dict, ref: dict[str, torch.Tensor], cfg: object, partial: bool = False) -> str:
     missing = [name for name in PIECES_CALLED if name not in calls]
-    if missing:
+    if missing and not partial:
         return mistake("piece-not-used", f"your forward never called self.pieces.{missing[0]}: build every "
                                          f"stage from your pieces ({', '.join(PIECES_CALLED)})")
-    u, u_hat = calls["to_capsules"][1], _first_arg(calls, "routing")
-    if _gap(u, ref["u"]) > TOLERANCE:
+    if "to_capsules" in calls and calls["to_capsules"][1] is not None and _gap(calls["to_capsules"][1], ref["u"]) > TOLERANCE:
         return other("values", f"the primary capsules u (pieces.to_capsules' output) differ from the shipped "
-                               f"network's: {_how(u, ref['u'])}")
-    if _gap(u_hat, ref["u_hat"]) > TOLERANCE:
-        return _votes_problem(u_hat, ref)
+                               f"network's: {_how(calls['to_capsules'][1], ref['u'])}")
+    if "routing" not in calls:
+        return ""
+    if _gap(_first_arg(calls, "routing"), ref["u_hat"]) > TOLERANCE:
+        return _votes_problem(_first_arg(calls, "routing"), ref)
     iterations = _first_arg(calls, "routing", 1)
     if iterations != cfg.routing_iterations:
         return mistake("routing-iterations", f"pieces.routing ran with routing_iterations={iterations!r}; the "
                                              f"configuration says {cfg.routing_iterations} (config.routing_iterations)")
     routed = calls["routing"][1]
     v = routed[0] if isinstance(routed, tuple) else routed
+    if partial and routed is None:
+        return ""
     if _gap(v, ref["v"]) > TOLERANCE:
         return other("values", f"pieces.routing's capsules v differ: {_how(v, ref['v'])}")
     return ""
@@ -263,9 +279,10 @@ def _loss_problem(result: object, out: CapsNetOutput, capsnet: CapsNet, images: 
                                                             "capsule: call self(images, labels) so the labels mask"))]
     value = float(value.detach())
     off = abs(value - float(expected))
-    nearest, hint = min(((abs(value - float(wrong)), hint) for wrong, hint in near), key=lambda pair: pair[0])
-    if nearest < off:  # closer to a known mistake than to the right loss, however small the gap
-        return hint
+    for wrong, hint in near:  # a known mistake: equal to it up to float rounding, and far closer to it
+        gap = abs(value - float(wrong))
+        if gap <= 2e-6 * max(1.0, abs(float(wrong))) and gap < 0.1 * off:
+            return hint
     if off > LOSS_TOLERANCE * max(1.0, abs(float(expected))):
         return other("values", f"your loss is {value:.6g}; margin + 0.0005 × SSE of the shipped network "
                                f"is {float(expected):.6g}")
@@ -282,56 +299,95 @@ def _gradient_problem(net: nn.Module, value: torch.Tensor, capsnet: CapsNet, ima
         return mistake("no-gradient", "your loss carries no gradient: is part of your network computed under "
                                       "torch.no_grad() or on .detach()-ed tensors?")
     value.backward()
-    full = CapsNet(dataclasses.replace(capsnet.config, detach_inner=False, routing="readable"))
-    full.load_state_dict(capsnet.state_dict())
-    capsnet_loss(full, images, labels)[0].backward()
+    full, last_only = (_gradients_of(capsnet, images, labels, detach_inner) for detach_inner in (False, True))
     linear = next(m for m in net.decoder.modules() if isinstance(m, nn.Linear))
-    pairs = [("conv1", net.conv1.weight, full.conv1.weight), ("W", net.W, full.class_caps.W),
-             ("the decoder's first Linear", linear.weight, full.decoder[0].weight)]
-    for name, mine, theirs in pairs:
-        if mine.grad is None or not bool(mine.grad.abs().sum() > 0):
+    mine = {"conv1": net.conv1.weight.grad, "W": net.W.grad, "the decoder's first Linear": linear.weight.grad}
+    for name, grad in mine.items():
+        if grad is None or not bool(grad.abs().sum() > 0):
             return mistake("no-gradient", f"no gradient reached {name}: is part of your network computed under "
                                           "torch.no_grad() or on .detach()-ed tensors?")
-        allowed = GRADIENT_TOLERANCE * float(theirs.grad.abs().max()) + 1e-8
-        if _gap(mine.grad, theirs.grad) > allowed:
-            return other("gradient", f"the gradient of the loss for {name} differs from the shipped network's "
-                                     f"(routed with gradients through every iteration): "
-                                     f"{_how(mine.grad, theirs.grad, allowed)}")
-    return ""
+    if all(_gap(grad, full[name]) <= _allowed(full[name]) for name, grad in mine.items()):
+        return ""
+    if all(_gap(grad, last_only[name]) <= _allowed(last_only[name]) for name, grad in mine.items()):
+        return mistake("routing-detaches-inner", "the gradients are those of a routing that lets them through its "
+                                                 "last iteration only (detach_inner=True): your routing of lesson 03 "
+                                                 "should send them back through every iteration")
+    name = next(name for name, grad in mine.items() if _gap(grad, full[name]) > _allowed(full[name]))
+    return other("gradient", f"the gradient of the loss for {name} differs from the shipped network's (routed with "
+                             f"gradients through every iteration): {_how(mine[name], full[name], _allowed(full[name]))}")
 
 
-def _assembly_hint(network_class: Callable, pieces: object, images: torch.Tensor, labels: torch.Tensor,
-                   capsnet: CapsNet) -> str:
-    recorder = _Recorder()
+def _allowed(grad: torch.Tensor) -> float:
+    return GRADIENT_TOLERANCE * float(grad.abs().max()) + 1e-8
+
+
+def _gradients_of(capsnet: CapsNet, images: torch.Tensor, labels: torch.Tensor,
+                  detach_inner: bool) -> dict[str, torch.Tensor]:
+    r"""The gradients of ``capsnet``'s loss for conv1, W and the decoder's first layer, routed with
+    ``detach_inner``."""
+    twin = CapsNet(dataclasses.replace(capsnet.config, detach_inner=detach_inner, routing="readable"))
+    twin.load_state_dict(capsnet.state_dict())
+    capsnet_loss(twin, images, labels)[0].backward()
+    return {"conv1": twin.conv1.weight.grad, "W": twin.class_caps.W.grad,
+            "the decoder's first Linear": twin.decoder[0].weight.grad}
+
+
+def _built(network_class: Callable, pieces: object, capsnet: CapsNet, recorder: _Recorder) -> tuple[object, str]:
+    r"""The learner's network with ``capsnet``'s weights, its pieces and layers recorded, or a hint."""
     recording = dataclasses.replace(pieces, **{name: recorder.piece(name, getattr(pieces, name))
                                                for name in PIECES_CALLED})
     net, problem = call_learner(network_class, capsnet.config, recording, what="MyCapsNet(config, pieces)")
     if problem:
-        return problem
+        return None, problem
     if not isinstance(net, nn.Module):
-        return other("type", f"MyCapsNet must be an nn.Module, got {type(net).__name__}")
+        return None, other("type", f"MyCapsNet must be an nn.Module, got {type(net).__name__}")
+    W = getattr(net, "W", None)
+    if isinstance(W, torch.Tensor) and W.numel() > 1 and not 0.005 < float(W.detach().std()) < 0.02:
+        return None, mistake("w-initial-scale", f"self.W starts with standard deviation {float(W.detach().std()):.3g}: "
+                                                "draw it with standard deviation 0.01, as the paper's code does")
     try:
         load_capsnet_weights(net, capsnet)
     except ValueError as error:
-        return mistake("weight-mapping", str(error))
+        return None, mistake("weight-mapping", str(error))
     for name in ("conv1", "primary", "decoder"):
         getattr(net, name).register_forward_hook(recorder.hook(name))
-    net.eval()
+    return net.eval(), ""
+
+
+def _assembly_hint(network_class: Callable, pieces: object, images: torch.Tensor, labels: torch.Tensor,
+                   capsnet: CapsNet) -> str:
+    recorder = _Recorder(PARAMETERS)
+    net, problem = _built(network_class, pieces, capsnet, recorder)
+    if problem:
+        return problem
     before = images.clone()
-    out, problem = call_learner(net, images, labels, what="your forward")
-    swapped = _swap_problem(recorder.calls, capsnet.config)
-    if swapped:
-        return swapped
-    if not problem and not torch.equal(images, before):
+    out, raised = call_learner(net, images, labels, what="your forward")
+    ref = _reference_stages(capsnet, before, labels)
+    calls, cfg = recorder.calls, capsnet.config
+    if raised:  # the first recorded stage that differs says more than the error it led to
+        return (_swap_problem(calls, cfg) or _layers_problem(calls, ref, partial=True)
+                or _pieces_problem(calls, ref, cfg, partial=True) or raised)
+    if not torch.equal(images, before):
         return mistake("changed-images", "your network changed the images in place: compute on new tensors")
-    ref = _reference_stages(capsnet, images, labels)
-    problem = (problem or _layers_problem(recorder.calls, ref) or _pieces_problem(recorder.calls, ref, capsnet.config)
-               or _output_problem(out, recorder.calls, ref, images))
+    problem = (_swap_problem(calls, cfg) or _layers_problem(calls, ref) or _pieces_problem(calls, ref, cfg)
+               or _output_problem(out, calls, ref, images))
     if problem:
         return problem
     loss, problem = call_learner(getattr(net, "loss", None), images, labels, what="your loss")
     problem = problem or _loss_problem(loss, out, capsnet, images, labels)
     return problem or _gradient_problem(net, loss[0], capsnet, images, labels)
+
+
+def _other_sizes() -> CapsNet:
+    r"""A CapsNet of other sizes than the paper's (4 primary types of 6 dimensions, 12-D class
+    capsules), its weights drawn with standard deviation 0.1 so that its capsules are long."""
+    config = CapsNetConfig(conv1_channels=8, primary_types=4, primary_dim=6, digit_dim=12, decoder_hidden=(64, 128))
+    capsnet = CapsNet(config)
+    generator = torch.Generator().manual_seed(12)
+    with torch.no_grad():
+        for parameter in capsnet.parameters():
+            parameter.copy_(0.1 * torch.randn(parameter.shape, generator=generator))
+    return capsnet.eval()
 
 
 def _probe_digits() -> tuple[torch.Tensor, torch.Tensor]:
@@ -356,9 +412,14 @@ def check_assembly(network_class: Callable, *, pieces: Pieces | None = None, ima
         if not isinstance(capsnet, CapsNet):
             raise TypeError(f"capsnet must be a capsedu.CapsNet, got {type(capsnet).__name__}")
         hint = _assembly_hint(network_class, pieces, images.clone(), labels.clone(), capsnet.eval())
-    return verdict(hint, f"your MyCapsNet, given the shipped CapsNet's weights, computes its capsules, "
-                         f"reconstructions, loss and gradients on these {len(labels)} digits (within {TOLERANCE:g})",
-                   quiet=quiet)
+        if not hint:  # sizes other than the shipped network's, where T != D_in and few answers are right
+            probe_images, probe_labels = _probe_digits()
+            hint = _assembly_hint(network_class, pieces, probe_images, probe_labels, _other_sizes())
+            hint = hint and reworded(hint, f"{hint} (on a CapsNet of other sizes: 4 primary capsule types of 6 "
+                                           "dimensions, 12-D class capsules, random weights)")
+    return verdict(hint, f"your MyCapsNet, given the shipped CapsNet's weights, computes its capsules and "
+                         f"reconstructions on these {len(labels)} digits within {TOLERANCE:g}, and its loss and "
+                         "gradients; so does it with other sizes", quiet=quiet)
 
 
 class _ReferenceCapsNet(nn.Module):
