@@ -4,7 +4,8 @@ The handouts (``coursetools.handouts``) replace every exercise solution by a stu
 ``NotImplementedError``. Executed top to bottom in the fast profile with no error allowed (as a
 learner runs it before solving anything), every check cell after a stub must print a ❌ hint, and
 the cells after a Build-it check go on with ``capsedu``'s version of the piece. The worked lesson's
-stored outputs are the solved case: each of those check cells prints ✅ and no ❌.
+stored outputs are the solved case: each of those check cells prints ✅ and no ❌. And lesson 06,
+run in a learner's folder whose handouts 01-05 are solved, assembles its network from their pieces.
 
 The handouts run **offline**, as a learner without a network and without ``CAPSEDU_DATA`` does (an
 empty home, so no cached download): the lessons fall back on the offline MNIST subset, and the
@@ -126,3 +127,33 @@ def test_the_untouched_handout_runs_offline_to_the_end_and_every_check_hints(les
         f"{lesson.stem}: offline the examples are {offline}, stored {stored}")
     assert all("offline" in where for _, where in offline), offline
     assert all("official" in where for _, where in stored), stored
+
+
+def solved(lesson: Path) -> nbformat.NotebookNode:
+    r"""The handout of ``lesson`` with every exercise written: each stubbed cell gets the lesson's own
+    solution back, as a learner who solved them all would have it."""
+    original = nbformat.read(lesson, as_version=4)
+    handout = student_notebook(original)
+    for mine, theirs in zip(handout.cells, original.cells, strict=True):
+        if mine.cell_type == "code" and BEGIN in theirs.source:
+            mine.source = theirs.source
+    return handout
+
+
+def test_lesson_06_assembles_the_pieces_of_the_learners_own_lessons(monkeypatch, tmp_path):
+    # a learner's folder: lessons 01-05 solved in their handouts, and lesson 06 solved beside them
+    for lesson in LESSONS[1:6]:
+        nbformat.write(solved(lesson), tmp_path / lesson.name)
+    six = solved(REPO / "notebooks" / "06_training.ipynb")
+    monkeypatch.setenv("CAPSEDU_FAST", "1")
+    NotebookClient(six, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    printed = "".join(text_of(cell) for cell in six.cells if cell.cell_type == "code")
+    pieces = [line for line in printed.splitlines() if re.match(r"^\w+: +uses ", line)]
+    assert len(pieces) == 7 and all(re.match(r"^\w+: +uses your \w+ from 0[1-5]_\w+\.ipynb$", line)
+                                     for line in pieces), pieces
+    assert "✅ ok — your MyCapsNet, given the shipped CapsNet's weights" in printed
+    assert "→ from here on this lesson uses your MyCapsNet" in printed
+    gap = re.search(r"max \|Δ\| from the shipped network: yours ([0-9.e+-]+) in the class capsules and "
+                    r"([0-9.e+-]+) in the reconstructions", printed)
+    assert gap and float(gap[1]) <= 1e-4 and float(gap[2]) <= 1e-4, printed
+    assert (tmp_path / "checkpoints" / "my_capsnet_fast.pt").is_file()
