@@ -10,14 +10,13 @@ from capsedu.course.checks._kit import STUB_HINT
 from capsedu.course.checks.em import (
     check_e_step,
     check_m_step,
-    check_schedule_share,
     check_spot_the_bug,
     e_step_variant,
     em_e_step,
     em_m_step,
     m_step_variant,
-    own_parent_share,
 )
+from capsedu.course.checks.em_schedule import check_scheduled_routing, scheduled_routing
 from capsedu.explore.em import digit_votes, em_explorer, em_figure, em_trace, toy_votes
 from capsedu.nets.em_routing import em_routing
 from capsedu.nets.matrix_capsnet import MatrixCapsConfig, MatrixCapsNet
@@ -52,16 +51,35 @@ def test_the_lessons_fallback_steps_are_capsedus_and_pass(capsys):
     torch.testing.assert_close(em_e_step(votes, mu, sigma_sq, a_out), e_step_variant(votes, mu, sigma_sq, a_out))
 
 
-def test_the_schedule_share_check_names_its_mistakes(capsys):
-    assert check_schedule_share(lambda v, a, s: own_parent_share(v, a, s))
-    assert not check_schedule_share(stub) and STUB_HINT in capsys.readouterr().out
-    for kind, hint in (("last_only", "used the last lambda"), ("reversed", "ran backwards"),
-                       ("swapped", "children 0-7 agree on parent 0"), ("activations", "parents' activations"),
-                       ("all_children", "own children only")):
-        assert not check_schedule_share(lambda v, a, s, kind=kind: own_parent_share(v, a, s, kind=kind))
-        assert hint in capsys.readouterr().out, kind
-    assert not check_schedule_share(lambda v, a, s: own_parent_share(v, a, s).mean())
-    assert "one share per toy" in capsys.readouterr().out
+def learners_loop(votes, a_in, beta_u, beta_a, schedule, *, last=None, index=lambda t: t):
+    r"""Procedure 1 as a learner writes it, from the lesson's steps; ``index`` picks each iteration's λ."""
+    R = votes.new_full(votes.shape[:3], 1.0 / votes.shape[2])
+    for t in range(len(schedule)):
+        mu, sigma_sq, a_out = em_m_step(R, a_in, votes, beta_u, beta_a, schedule[index(t)])
+        if t < len(schedule) - 1 or last == "e-step":
+            R = em_e_step(votes, mu, sigma_sq, a_out)
+    return mu, a_out, R
+
+
+def test_the_scheduled_routing_check_names_its_mistakes(capsys):
+    assert check_scheduled_routing(learners_loop)
+    assert check_scheduled_routing(scheduled_routing)
+    assert not check_scheduled_routing(stub) and STUB_HINT in capsys.readouterr().out
+    wrong = {"schedule's last λ": lambda *a: learners_loop(*a, index=lambda t: -1),
+             "ran backwards": lambda *a: learners_loop(*a, index=lambda t: -1 - t),
+             "previous entry": lambda *a: learners_loop(*a, index=lambda t: t - 1),
+             "an M-step alone": lambda *a: learners_loop(*a, last="e-step")}
+    for fragment, fn in wrong.items():
+        assert not check_scheduled_routing(fn)
+        assert fragment in capsys.readouterr().out, fragment
+    for kind, fragment in (("first_only", "first λ"), ("r_over_inputs", "R = 1/J"),
+                           ("three_iterations", "one iteration per entry")):
+        assert not check_scheduled_routing(lambda *a, kind=kind: scheduled_routing(*a, kind=kind))
+        assert fragment in capsys.readouterr().out, kind
+    assert not check_scheduled_routing(lambda *a: learners_loop(*a)[:2])
+    assert "return a tuple (mu, a_out, R)" in capsys.readouterr().out
+    assert not check_scheduled_routing(lambda *a: tuple(x * 1.01 for x in learners_loop(*a)))
+    assert "compare your loop" in capsys.readouterr().out
 
 
 def test_the_reference_steps_are_capsedus():

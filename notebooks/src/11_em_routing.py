@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -73,15 +73,8 @@ import torch
 
 import capsedu
 from capsedu.course.checks import yours_or_reference
-from capsedu.course.checks.em import (
-    check_e_step,
-    check_m_step,
-    check_schedule_share,
-    check_spot_the_bug,
-    em_e_step,
-    em_m_step,
-)
-from capsedu.course.checks.em import own_parent_share as reference_share
+from capsedu.course.checks.em import check_e_step, check_m_step, check_spot_the_bug, em_e_step, em_m_step
+from capsedu.course.checks.em_schedule import check_scheduled_routing, scheduled_routing
 from capsedu.explore.em import class_layer_trace, em_explorer, em_figure, em_trace, toy_votes
 from capsedu.explore.palette import BLUE, COURSE_STYLE, VERMILLION
 from capsedu.nets.em_routing import em_routing
@@ -626,32 +619,44 @@ print(capsedu.compare_paired("2 iterations", right[2], "3 iterations", right[3])
 # paper does not: it raises λ at every iteration on a fixed schedule that it does not publish.
 # Does that matter? Measure it on many toys, where nothing is trained and only routing acts.
 #
-# Write `own_parent_share(votes, activations, schedule)`: route a batch of toys — votes
-# (B, 24, 3, 2) and activations (B, 24) from `toy_votes` — with `em_routing`, $\beta_u = \beta_a = 0$,
-# one iteration per value of `schedule` and λ = `schedule[t]` in iteration t. Return, per toy
-# (B,), how well routing sorted the two agreeing groups: the mean of R over children 0–7 to
-# parent 0 and over children 8–15 to parent 1, averaged over the two groups.
+# Write `scheduled_em_routing(votes, a_in, beta_u, beta_a, schedule)`: Procedure 1, as
+# `my_em_routing` of Build it runs it, with one iteration per entry of `schedule` and that entry
+# as the inverse temperature of the iteration's M-step. Use the lesson's `m_step` and `e_step`
+# (yours, once they pass). Return `(mu, a_out, R)` as `my_em_routing` does.
 #
-# The cell after the check routes 200 toys for 5 iterations, once with a constant λ and once
-# with a λ that doubles every iteration up to the same final value, for a final λ of 0.1 (the
-# value used above) and of 1. Before you run it, predict: in which case should the schedule
-# matter, and why?
+# The cell after the check routes 200 toys from `toy_votes` with it ($\beta_u = \beta_a = 0$,
+# 5 iterations). It routes each toy twice: with a constant λ, and with a λ that doubles every
+# iteration up to the same final value. The final λ is 0.1 (the value used above), then 1. It measures, per toy,
+# how well routing sorted the two agreeing groups: the mean assignment R of children 0–7 to
+# parent 0 and of children 8–15 to parent 1. Before you run it, predict: in which case should the
+# schedule matter, and why?
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def own_parent_share(votes, activations, schedule):
-    """Per toy (B,): mean R of children 0-7 to parent 0 and of children 8-15 to parent 1."""
+def scheduled_em_routing(votes, a_in, beta_u, beta_a, schedule):
+    """Procedure 1 with one iteration per inverse temperature of ``schedule``: (mu, a_out, R)."""
     ### BEGIN SOLUTION
-    zeros = votes.new_zeros(votes.shape[2])  # (J,) beta_u = beta_a = 0
-    _, _, R = em_routing(votes, activations, zeros, zeros, len(schedule), list(schedule))  # R (B, I, J)
-    return 0.5 * (R[:, :8, 0].mean(dim=1) + R[:, 8:16, 1].mean(dim=1))  # (B,)
+    R = votes.new_full(votes.shape[:3], 1.0 / votes.shape[2])  # (B, I, J)
+    for t, inverse_temperature in enumerate(schedule):
+        mu, sigma_sq, a_out = m_step(R, a_in, votes, beta_u, beta_a, inverse_temperature)
+        if t < len(schedule) - 1:
+            R = e_step(votes, mu, sigma_sq, a_out)  # (B, I, J)
+    return mu, a_out, R
     ### END SOLUTION
 
 
 # %% tags=["nbval-check-output"]
-_ = check_schedule_share(own_parent_share)
+_ = check_scheduled_routing(scheduled_em_routing)
 
 # %%
-share = yours_or_reference(check_schedule_share, own_parent_share, reference_share, name="own_parent_share")
+routing = yours_or_reference(check_scheduled_routing, scheduled_em_routing, scheduled_routing,
+                             name="scheduled_em_routing")
+
+
+def own_parent_share(R: torch.Tensor) -> torch.Tensor:
+    """Per toy (B,): mean R of children 0-7 to parent 0 and of children 8-15 to parent 1."""
+    return 0.5 * (R[:, :8, 0].mean(dim=1) + R[:, 8:16, 1].mean(dim=1))  # (B,)
+
+
 toys = [toy_votes(seed=seed) for seed in range(capsedu.choose(learner=200, fast=40))]
 toy_batch = torch.stack([v for v, _ in toys])  # (B, 24, 3, 2)
 toy_active = torch.stack([a for _, a in toys])  # (B, 24)
@@ -659,9 +664,9 @@ n_toys, steps_t = len(toys), 5
 for final in (0.1, 1.0):
     schedules = {"constant": [final] * steps_t,
                  "rising": [final / 2 ** (steps_t - 1 - t) for t in range(steps_t)]}  # doubles to final
-    shares = {name: share(toy_batch, toy_active, schedule) for name, schedule in schedules.items()}  # (B,)
-    active = {name: em_routing(toy_batch, toy_active, zeros, zeros, steps_t, schedule)[1].mean(dim=0)
-              for name, schedule in schedules.items()}  # (J,) mean activation of each parent
+    routed = {name: routing(toy_batch, toy_active, zeros, zeros, schedule) for name, schedule in schedules.items()}
+    shares = {name: own_parent_share(R) for name, (_, _, R) in routed.items()}  # (B,) each
+    active = {name: a_out.mean(dim=0) for name, (_, a_out, _) in routed.items()}  # (J,) mean activation per parent
     gain = shares["rising"] - shares["constant"]  # (B,) the same toys routed both ways
     print(f"final λ = {final}: share constant {shares['constant'].mean():.3f}, rising "
           f"{shares['rising'].mean():.3f}; rising - constant {gain.mean():+.4f} ± "

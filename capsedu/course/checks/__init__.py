@@ -27,7 +27,8 @@ raises on a bad argument elsewhere in the package is a ``require_*``.
   drawing's orientation
 * ``multimnist`` - lesson 09: a pair by hand, the two-digit loss, each reconstruction's own share
 * ``backprop`` - lesson 10: squash and routing backward passes in NumPy, black-box routing tests
-* ``em`` - lesson 11: the M-step, the E-step in log space, λ's schedule, the port's bug
+* ``em`` - lesson 11: the M-step, the E-step in log space, the port's bug
+* ``em_schedule`` - lesson 11's Exercise 1: EM routing with a schedule of inverse temperatures
 * ``efficient`` - lesson 12: self-attention routing, the class layer with uniform couplings
 * ``pressure`` - lesson 13: FGSM by hand, FGSM on the capsules' margin loss
 

@@ -1,5 +1,5 @@
-r"""Checks for lesson 11 (EM routing): the M-step, the E-step in log space, the λ schedule's
-measurement, and the port's bug.
+r"""Checks for lesson 11 (EM routing): the M-step, the E-step in log space, and the port's bug
+(the λ schedule's exercise: :mod:`capsedu.course.checks.em_schedule`).
 
 Each check runs the learner's function on a small seeded problem, compares it with
 :mod:`capsedu.nets.em_routing`, and when it differs recomputes the step with the likely mistakes
@@ -27,7 +27,6 @@ from capsedu.course.checks._kit import (
     CheckResult,
     call_learner,
     close,
-    diagnose,
     mistake,
     other,
     reworded,
@@ -268,65 +267,3 @@ def check_spot_the_bug(fn: Callable[[], int], *, quiet: bool = False) -> CheckRe
                         "nothing.")
     return verdict(hint, "line 2: R already sums to 1 over j, so renormalising R * a over j "
                    "divides a_i out again.", quiet=quiet)
-
-
-def own_parent_share(votes: torch.Tensor, activations: torch.Tensor, schedule: list[float], *,
-                     kind: str = "right") -> torch.Tensor:
-    r"""For toys (B, 24, 3, 2) of :func:`capsedu.explore.em.toy_votes`, routed by
-    :func:`~capsedu.nets.em_routing.em_routing` with zero betas and λ_t = ``schedule[t]``: the mean
-    assignment of children 0-7 to parent 0 and of children 8-15 to parent 1, (B,) - or a mistake."""
-    zeros = votes.new_zeros(votes.shape[2])  # (J,)
-    if kind == "last_only":
-        schedule = [schedule[-1]] * len(schedule)
-    elif kind == "reversed":
-        schedule = list(reversed(schedule))
-    _, a_out, R = em_routing_function(votes, activations, zeros, zeros, len(schedule), list(schedule))
-    if kind == "swapped":
-        return 0.5 * (R[:, :8, 1].mean(dim=1) + R[:, 8:16, 0].mean(dim=1))  # (B,)
-    if kind == "activations":
-        return 0.5 * (a_out[:, 0] + a_out[:, 1])  # (B,)
-    if kind == "all_children":
-        return 0.5 * (R[:, :, 0].mean(dim=1) + R[:, :, 1].mean(dim=1))  # (B,)
-    return 0.5 * (R[:, :8, 0].mean(dim=1) + R[:, 8:16, 1].mean(dim=1))  # (B,)
-
-
-em_routing_function = em.em_routing
-
-_SHARE_MISTAKES = [
-    ("last_only", mistake(
-        "last-lambda-only", "every iteration used the last lambda: route with the whole schedule, "
-        "em_routing(..., len(schedule), schedule) - lambda_t = schedule[t]")),
-    ("reversed", mistake(
-        "schedule-reversed",
-        "the schedule ran backwards: iteration t uses schedule[t], the first value first")),
-    ("swapped", mistake(
-        "parents-swapped", "children 0-7 agree on parent 0 and children 8-15 on parent 1: "
-        "R[:, :8, 0] and R[:, 8:16, 1]")),
-    ("activations", mistake(
-        "activations-not-assignments", "that is the parents' activations: the share is the "
-        "assignments R of each group's children to the parent that group agrees on")),
-    ("all_children", mistake(
-        "averaged-over-all-children", "average over each group's own children only (0-7 for "
-        "parent 0, 8-15 for parent 1), not over all 24")),
-]
-
-
-def check_schedule_share(fn: Callable, *, quiet: bool = False) -> CheckResult:
-    r"""``fn(votes (B, 24, 3, 2), activations (B, 24), schedule)`` must return, per toy (B,), the mean
-    assignment of the two agreeing groups to their own parents after routing with that λ schedule."""
-    from capsedu.explore.em import toy_votes
-
-    pairs = [toy_votes(seed=100 + k) for k in range(4)]
-    votes = torch.stack([v for v, _ in pairs]).double()  # (4, 24, 3, 2)
-    activations = torch.stack([a for _, a in pairs]).double()  # (4, 24)
-    schedule = [0.1, 0.4, 1.6]
-    result, hint = call_learner(fn, votes.clone(), activations.clone(), list(schedule),
-                                what="your own_parent_share")
-    mistakes = [(lambda kind=kind: own_parent_share(votes, activations, schedule, kind=kind), text)
-                for kind, text in _SHARE_MISTAKES]
-    hint = hint or diagnose(result, own_parent_share(votes, activations, schedule), mistakes,
-                            other("values", "route with em_routing(votes, activations, zeros, "
-                                  "zeros, len(schedule), schedule) and average R[:, :8, 0] and "
-                                  "R[:, 8:16, 1] per toy"),
-                            what="one share per toy", rtol=1e-4, atol=1e-6)
-    return verdict(hint, "own_parent_share measures how well routing sorts the two groups.", quiet=quiet)
