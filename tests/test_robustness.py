@@ -12,6 +12,7 @@ from capsedu.explore.equivariance import (
     projection_2d,
     smoothness,
 )
+from capsedu.explore.probes import linear_probe_error
 from capsedu.nets.cnn import BaselineCNN, CNNConfig
 
 pytestmark = pytest.mark.unit
@@ -109,23 +110,38 @@ def test_transform_explorer_shows_both_networks_on_the_transformed_digit(model, 
     assert len(figure.subfigs[0].axes) == 6
 
 
-def test_check_probe_error_passes_least_squares_and_names_mistakes(capsys):
-    def probe(train_x, train_y, test_x, test_y):
-        ones = torch.ones(len(train_x), 1)
-        w = torch.linalg.pinv(torch.cat([train_x, ones], 1)) @ train_y
-        return float((torch.cat([test_x, torch.ones(len(test_x), 1)], 1) @ w - test_y).square().mean().sqrt())
+def test_the_linear_probe_fits_with_a_bias_and_measures_on_held_out_examples():
+    generator = torch.Generator().manual_seed(0)
+    angles = 90 * torch.rand(80, generator=generator) - 45
+    features = torch.stack([angles / 45 + 3.0, torch.randn(80, generator=generator)], dim=1)  # offset: a bias is needed
+    assert linear_probe_error(features[:40], angles[:40], features[40:], angles[40:]) < 1e-3
+    assert linear_probe_error(features[:40, 1:], angles[:40], features[40:, 1:], angles[40:]) > 15
 
-    assert checks.check_probe_error(probe)
-    assert not checks.check_probe_error(lambda a, b, c, d: probe(a, b, a, b))
-    assert "TRAINING examples" in capsys.readouterr().out
-    assert not checks.check_probe_error(lambda a, b, c, d: probe(a, b, c, d) ** 2)
-    assert "SQUARED" in capsys.readouterr().out
-    assert not checks.check_probe_error(lambda a, b, c, d: checks._no_bias_error(a, b, c, d))
-    assert "column of ones" in capsys.readouterr().out
-    assert not checks.check_probe_error(lambda a, b, c, d: probe(c, d, c, d))
-    assert "fitted on the test" in capsys.readouterr().out
-    assert not checks.check_probe_error(lambda a, b, c, d: [1.0, 2.0])
+
+def learners_per_class(capsules, labels, angles, fit, held):
+    pose = capsules[torch.arange(len(labels)), labels]
+    squared, count = 0.0, 0
+    for k in range(int(labels.max()) + 1):
+        f, h = fit[labels[fit] == k], held[labels[held] == k]
+        if len(f) and len(h):
+            squared += linear_probe_error(pose[f], angles[f], pose[h], angles[h]) ** 2 * len(h)
+            count += len(h)
+    return (squared / count) ** 0.5
+
+
+def test_check_class_probe_passes_one_probe_per_class_and_names_mistakes(capsys):
+    assert checks.check_class_probe(learners_per_class)
+    assert checks.check_class_probe(checks.class_probe_error)
+    for kind, fragment in (("longest", "capsule of its label"), ("all_capsules", "all the capsules"),
+                           ("shared", "one probe for every class"), ("unweighted", "mean of the classes' errors"),
+                           ("weighted_errors", "pool their squared errors, weighted"),
+                           ("swapped", "fitted on the held-out digits")):
+        assert not checks.check_class_probe(lambda *a, kind=kind: checks.class_probe_error(*a, kind=kind))
+        assert fragment in capsys.readouterr().out, kind
+    assert not checks.check_class_probe(lambda *a: [1.0, 2.0])
     assert "one number" in capsys.readouterr().out
+    assert not checks.check_class_probe(lambda c, lab, ang, fit, held: learners_per_class(c, lab, ang, fit, held) * 1.1)
+    assert "class 3 has none to fit on" in capsys.readouterr().out
 
 
 def test_check_orientation_reads_bars_and_names_mistakes(capsys):

@@ -4,7 +4,8 @@ The pure computations behind the explorers of lessons 03 and 07 and the static F
 encode an image once, perturb one dimension of the winning digit capsule and decode (Section 5.1
 of the paper, Figure 4), re-run dynamic routing (Procedure 1) for 1..r iterations on predictions
 ``u_hat`` computed once, and summarise couplings weighted by how present each part is (vote
-shares per class, maps on the primary grid). No plotting and no widgets here.
+shares per class, maps on the primary grid), and read a quantity off features with a linear
+probe. No plotting and no widgets here.
 
 Shape legend:
     B      batch size (perturbations decoded together)
@@ -20,6 +21,8 @@ Shape legend:
     H      height
     W      width
     V      perturbation values
+    N      examples of a probe
+    F      features read by a probe
 """
 
 from __future__ import annotations
@@ -243,3 +246,16 @@ def coupling_map(c: torch.Tensor, u: torch.Tensor, label: int, num_types: int) -
     grid = couplings_on_grid(c, label, num_types)  # (T, G, G)
     weight = u.norm(dim=-1).reshape(grid.shape)  # (T, G, G)
     return (weight * grid).sum(dim=0) / weight.sum(dim=0).clamp_min(1e-12)  # (G, G)
+
+
+def linear_probe_error(train_features: torch.Tensor, train_targets: torch.Tensor,
+                       test_features: torch.Tensor, test_targets: torch.Tensor) -> float:
+    r"""How well a straight line reads a quantity off features: the RMS error on the test examples of
+    the least-squares linear map, with a bias, from features (N, F) to targets (N,) fitted on the
+    training examples (lesson 08 reads a digit's angle off its capsules)."""
+    def with_bias(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], dim=1)  # (N, F + 1)
+
+    weights = torch.linalg.lstsq(with_bias(train_features), train_targets[:, None]).solution  # (F + 1, 1)
+    residual = with_bias(test_features) @ weights - test_targets[:, None]  # (N, 1)
+    return float(residual.square().mean().sqrt())

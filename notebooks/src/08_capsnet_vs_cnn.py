@@ -66,12 +66,13 @@ from torchvision.transforms import functional as TF
 
 import capsedu
 from capsedu.course.checks import yours_or_reference
-from capsedu.course.checks.robustness import (check_orientation, check_probe_error, check_rotate,
-                                              reference_orientation, reference_probe_error)
+from capsedu.course.checks.robustness import (check_class_probe, check_orientation, check_rotate,
+                                              class_probe_error, reference_orientation)
 from capsedu.data.transforms import ROTATIONS, transform_images
 from capsedu.explore.equivariance import (capsule_trajectory, feature_trajectory, projection_2d,
                                           smoothness)
 from capsedu.explore.figures import image_rows
+from capsedu.explore.probes import linear_probe_error
 from capsedu.explore.palette import BLUE, COURSE_STYLE, MUTED_TEXT
 from capsedu.explore.transform_explorer import transform_explorer, transform_strip
 from capsedu.zoo.shipped import study
@@ -806,35 +807,20 @@ image_rows({"swapped": swapped[:10]}, title="Top and bottom halves swapped")
 # %% [markdown]
 # ## Exercises
 #
-# ### Exercise 1: does the pose keep the angle? A linear probe
+# ### Exercise 1: does the pose keep the angle? A probe per class
 #
 # Claim 2 of lesson 00: a capsule's pose should *follow* a turn of the digit (equivariance)
 # where pooled features forget it. Comparing capsule numbers with 192 CNN features directly
-# means little (different spaces, different scales), so ask each representation the same
-# question: how well does a straight line read the angle off it? Write
-# `probe_error(train_features, train_angles, test_features, test_angles)`: fit a least-squares
-# linear map with a bias from features (N, F) to angles (N,) on the training examples and return
-# its root-mean-square error, in degrees, on the test examples. Low error: the representation
-# keeps the angle. About 26° (the spread of angles uniform in ±45°): it forgot it.
+# means little (different spaces, different scales). So ask each representation the same
+# question: how well does a straight line read the angle off it? That is what `read_angle(train_features,
+# train_angles, test_features, test_angles)` (`capsedu.explore.probes.linear_probe_error`)
+# measures. It fits a least-squares linear map with a bias from features (N, F) to angles (N,)
+# on the training examples, and returns its root-mean-square error, in degrees, on the test examples. Low error:
+# the representation keeps the angle. About 26° (the spread of angles uniform in ±45°): it forgot
+# it.
 
-# %% jupyter={"source_hidden": true} tags=["hide-input"]
-def probe_error(train_features: torch.Tensor, train_angles: torch.Tensor,
-                test_features: torch.Tensor, test_angles: torch.Tensor) -> float:
-    """Test RMS error (degrees) of a linear map with a bias from features to angles."""
-    ### BEGIN SOLUTION
-    def with_bias(x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], dim=1)  # (N, F + 1)
-
-    weights = torch.linalg.lstsq(with_bias(train_features), train_angles[:, None]).solution  # (F + 1, 1)
-    return float((with_bias(test_features) @ weights - test_angles[:, None]).square().mean().sqrt())
-    ### END SOLUTION
-
-
-# %% tags=["nbval-check-output"]
-check_probe_error(probe_error);
-
-# %% tags=["nbval-check-output"]
-read_angle = yours_or_reference(check_probe_error, probe_error, reference_probe_error, name="probe_error")
+# %%
+read_angle = linear_probe_error
 
 # %% [markdown]
 # Now the comparison. Every digit of the sample is turned by its own random angle in ±45°, and
@@ -883,25 +869,40 @@ print(f"CNN minus all capsules, split by split: {gap.mean():+.1f}° ± {gap.std(
 # move each error too.
 #
 # One straight line read every class's capsule in the second line above. Lesson 07 found that a
-# pose dimension means different things in different classes. Before running the next cell,
-# predict: will ten probes, one per class, each reading only that class's 16-D capsule (17
+# pose dimension means different things in different classes. So read each class the way it
+# codes the turn: one probe per class.
+#
+# Write `per_class_error(capsules, labels, angles, fit, held)`. Its inputs are the digits'
+# capsules (N, J, D), their labels and angles (N,), and two index tensors: the digits to fit on
+# and the digits held out. Fit one probe (`read_angle`) per class, on the pose of the class's own
+# capsule (the capsule of the digit's label) for that class's digits among `fit`. Test it on the
+# class's digits among `held`. Return the root-mean-square error, in degrees, over all the
+# held-out digits together. Leave out a class with no digit on either side. Before running the
+# cell after the check, predict: will ten probes, each reading only its class's 16-D capsule (17
 # weights each, 170 in all), read the angle better or worse than the one shared probe?
 
-# %%
-pose = views[true_capsule]  # (N, D_out)
-
-
-def per_class_error(fit: torch.Tensor, held: torch.Tensor) -> float:
-    """RMS error over the held-out digits of ten probes, each fitted on one class's digits."""
-    squared = torch.zeros(())
-    for k in range(capsnet.config.num_classes):
-        f, h = fit[live.labels[fit] == k], held[live.labels[held] == k]
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def per_class_error(capsules: torch.Tensor, labels: torch.Tensor, angles: torch.Tensor,
+                    fit: torch.Tensor, held: torch.Tensor) -> float:
+    """RMS error (degrees) over the held-out digits of one probe per class on the class's own capsule."""
+    ### BEGIN SOLUTION
+    pose = capsules[torch.arange(len(labels)), labels]  # (N, D): each digit's own class capsule
+    squared, count = 0.0, 0
+    for k in labels.unique():
+        f, h = fit[labels[fit] == k], held[labels[held] == k]
         if len(f) and len(h):
-            squared = squared + read_angle(pose[f], spin[f], pose[h], spin[h]) ** 2 * len(h)
-    return float((squared / len(held)).sqrt())
+            squared += read_angle(pose[f], angles[f], pose[h], angles[h]) ** 2 * len(h)
+            count += len(h)
+    return (squared / count) ** 0.5
+    ### END SOLUTION
 
 
-errors["one probe per class"] = over_splits(per_class_error)
+# %% tags=["nbval-check-output"]
+check_class_probe(per_class_error);
+
+# %%
+class_error = yours_or_reference(check_class_probe, per_class_error, class_probe_error, name="per_class_error")
+errors["one probe per class"] = over_splits(lambda fit, held: class_error(capsules, live.labels, spin, fit, held))
 print(f"  {'CapsNet, one probe per class':34s} 10x16: probe error {errors['one probe per class'].mean():5.1f}° "
       f"± {errors['one probe per class'].std():.1f}°")
 

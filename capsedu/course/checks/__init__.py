@@ -23,8 +23,8 @@ raises on a bad argument elsewhere in the package is a ``require_*``.
 * ``training`` - lesson 06: one training step, margin violations, uniform couplings
 * ``exploring`` - lesson 07: the Fig. 4 probe (perturb one dimension, decode), a shift that a
   stroke-weight change cannot fake
-* ``robustness`` - lesson 08: turning digits (affine_grid), linear probes of rotation, a
-  drawing's orientation
+* ``robustness`` - lesson 08: turning digits (affine_grid), one probe of rotation per class on
+  its own capsule, a drawing's orientation
 * ``multimnist`` - lesson 09: a pair by hand, the two-digit loss, each reconstruction's own share
 * ``backprop`` - lesson 10: squash and routing backward passes in NumPy, black-box routing tests
 * ``em`` - lesson 11: the M-step, the E-step in log space, the port's bug

@@ -1,12 +1,15 @@
 r"""Checks for lesson 08 (a CapsNet against a CNN on turned digits): turning a batch of digits
 about their centre with ``affine_grid``/``grid_sample``, how much of a rotation a representation
-keeps - read by a linear probe - and the orientation of a drawing, from its moments.
+keeps - read by one linear probe per class on the class's own capsule - and the orientation
+of a drawing, from its moments.
 
 Each check runs the learner's function against a reference, and prints a pass or a hint that
 names the most likely mistake.
 
 Shape legend:
-    N      images (or examples of a probe);  C  channels;  F  features;  H, W  image height and width
+    N      images (or examples of a probe);  C  channels;  H, W  image height and width
+    J      classes (capsules per digit)
+    D      a capsule's dimension
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ import torch
 
 from capsedu.course.checks._kit import CheckResult, call_learner, diagnose, mistake, other, verdict
 from capsedu.data.transforms import transform_images
-
-ProbeFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], object]
+from capsedu.explore.probes import linear_probe_error
 
 _ANGLE = 30.0
 
@@ -88,62 +90,87 @@ def check_rotate(fn: Callable[[torch.Tensor, float], object], *, quiet: bool = F
                    "capsedu's transform_images does.", quiet=quiet)
 
 
-def reference_probe_error(train_features: torch.Tensor, train_angles: torch.Tensor,
-                          test_features: torch.Tensor, test_angles: torch.Tensor) -> torch.Tensor:
-    r"""RMS error (degrees) on the test examples of the least-squares linear map, with a bias,
-    from features (N, F) to angles (N,) fitted on the training examples."""
-    def with_bias(x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], dim=1)  # (N, F + 1)
+def class_probe_error(capsules: torch.Tensor, labels: torch.Tensor, angles: torch.Tensor, fit: torch.Tensor,
+                      held: torch.Tensor, *, kind: str = "right") -> float:
+    r"""RMS error (degrees) over the held-out digits of one linear probe per class, each reading the
+    pose of the class's own capsule: capsules (N, J, D), labels and angles (N,), ``fit`` and ``held``
+    index tensors. A class with no digit to fit on, or none held out, is left out. ``kind`` makes a
+    learner's likely mistake instead."""
+    rows = torch.arange(len(labels))
+    chosen = capsules.norm(dim=-1).argmax(dim=1) if kind == "longest" else labels  # (N,)
+    pose = capsules.flatten(1) if kind == "all_capsules" else capsules[rows, chosen]  # (N, D) or (N, J*D)
+    if kind == "swapped":
+        fit, held = held, fit
+    if kind == "shared":
+        return linear_probe_error(pose[fit], angles[fit], pose[held], angles[held])
+    errors, counts = [], []
+    for k in labels.unique():
+        f, h = fit[labels[fit] == k], held[labels[held] == k]
+        if len(f) and len(h):
+            errors.append(linear_probe_error(pose[f], angles[f], pose[h], angles[h]))
+            counts.append(len(h))
+    if kind == "unweighted":
+        return sum(errors) / len(errors)
+    if kind == "weighted_errors":
+        return sum(e * n for e, n in zip(errors, counts)) / sum(counts)
+    return (sum(e * e * n for e, n in zip(errors, counts)) / sum(counts)) ** 0.5
 
-    weights = torch.linalg.lstsq(with_bias(train_features), train_angles[:, None]).solution  # (F + 1, 1)
-    residual = with_bias(test_features) @ weights - test_angles[:, None]  # (N, 1)
-    return residual.square().mean().sqrt()
+
+def _class_probe_data() -> tuple[torch.Tensor, ...]:
+    r"""Capsules (N, J, D) whose own-class capsule codes the angle in each class's own direction,
+    with noise; about one digit in five has a longer rival capsule. Class 3 has no digit to fit on."""
+    generator = torch.Generator().manual_seed(9)
+    n, classes, dim = 168, 4, 5
+    labels = torch.tensor([0, 0, 0, 1, 1, 2, 3]).repeat(n // 7)  # (N,) classes of unequal size
+    angles = 90 * torch.rand(n, generator=generator) - 45  # (N,)
+    directions = torch.randn(classes, dim, generator=generator)  # (J, D) one code per class
+    noise = torch.tensor([0.02, 0.3, 0.08, 0.1])[labels, None]  # (N, 1) some classes code it worse
+    capsules = 0.1 * torch.randn(n, classes, dim, generator=generator)  # (N, J, D) short rivals
+    own = angles[:, None] * directions[labels] / 45 + noise * torch.randn(n, dim, generator=generator)  # (N, D)
+    capsules[torch.arange(n), labels] = own + 1.0  # long, centred away from zero
+    rivals = torch.arange(n) % 5 == 0  # (N,) a rival longer than the own capsule
+    capsules[rivals, (labels[rivals] + 1) % classes] *= 40.0
+    order = torch.randperm(n, generator=generator)
+    fit, held = order[: n // 2], order[n // 2:]
+    fit = fit[labels[fit] != 3]  # class 3: nothing to fit on
+    return capsules, labels, angles, fit, held
 
 
-def _probe_data() -> tuple[torch.Tensor, ...]:
-    r"""Features that hold the angle linearly, plus an offset and noise: a bias is needed."""
-    generator = torch.Generator().manual_seed(8)
-    angles = 90 * torch.rand(60, generator=generator) - 45  # (N,)
-    mixing = torch.randn(1, 5, generator=generator)  # (1, F)
-    features = angles[:, None] * mixing / 45 + 3.0 + 0.05 * torch.randn(60, 5, generator=generator)  # (N, F)
-    return features[:40], angles[:40], features[40:], angles[40:]
+_CLASS_PROBE_MISTAKES = [
+    ("longest", mistake("longest-capsule", "you read the longest capsule of each digit: read the capsule of its "
+                                           "label, the class whose pose a probe for that class learns")),
+    ("all_capsules", mistake("all-capsules", "you read all the capsules of each digit (J × D numbers): each "
+                                             "class's probe reads that class's own capsule, D numbers")),
+    ("shared", mistake("one-shared-probe", "that is one probe for every class: fit one per class, each on that "
+                                           "class's digits only")),
+    ("unweighted", mistake("mean-of-class-errors", "that is the mean of the classes' errors: a class with more "
+                                                   "held-out digits counts more (pool their squared errors)")),
+    ("weighted_errors", mistake("weighted-mean-not-rms", "that averages the classes' RMS errors: pool their "
+                                                         "squared errors, weighted by held-out digits, then take "
+                                                         "the root")),
+    ("swapped", mistake("fitted-on-held-out", "you fitted on the held-out digits and measured on the others: fit "
+                                              "on `fit`, measure on `held`")),
+]
 
 
-def check_probe_error(fn: ProbeFn, *, quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(train_features, train_angles, test_features, test_angles)`` -> the test RMSE
-    (degrees) of a linear probe with a bias fitted by least squares on the training examples."""
-    data = _probe_data()
-    result, hint = call_learner(fn, *(t.clone() for t in data), what="your probe_error")
-    expected = reference_probe_error(*data)
-    train_x, train_y, test_x, test_y = data
+def check_class_probe(fn: Callable, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(capsules (N, J, D), labels (N,), angles (N,), fit, held)`` -> the RMS error (degrees)
+    over the held-out digits of one linear probe per class on the class's own capsule."""
+    data = _class_probe_data()
+    result, hint = call_learner(fn, *(t.clone() for t in data), what="your per_class_error")
     try:
         result = torch.tensor(float(result))  # one number, a float or a 0-d tensor
     except (TypeError, ValueError, RuntimeError):
         pass  # diagnose names what came back instead
-    mistakes = [(lambda: reference_probe_error(train_x, train_y, train_x, train_y), mistake(
-                    "measured-on-training", "that is the error on the TRAINING examples: fit on "
-                    "them, measure on the test ones")),
-                (lambda: expected.square(), mistake(
-                    "mean-squared-not-root", "that is the mean SQUARED error: take its square root "
-                    "(degrees, like the angles)")),
-                (lambda: _no_bias_error(*data), mistake(
-                    "no-bias-column", "add a column of ones to the features: without a bias the "
-                    "probe must pass through zero, and features rarely have their mean at zero")),
-                (lambda: reference_probe_error(test_x, test_y, test_x, test_y), mistake(
-                    "fitted-on-test", "you fitted on the test examples: a probe is judged on "
-                    "examples it was not fitted to"))]
-    hint = hint or diagnose(result, expected, mistakes,
-                            other("values", "fit w = lstsq([features, 1], angles) on the training "
-                                  "examples; return sqrt(mean((test prediction - test angle)^2))"),
+    mistakes = [(lambda kind=kind: torch.tensor(class_probe_error(*data, kind=kind)), text)
+                for kind, text in _CLASS_PROBE_MISTAKES]
+    hint = hint or diagnose(result, torch.tensor(class_probe_error(*data)), mistakes,
+                            other("values", "the pooled error differs: per class, fit on that class's digits "
+                                            "among `fit`, test on its digits among `held`, and skip a class "
+                                            "with none on either side (here class 3 has none to fit on)"),
                             what="one number", rtol=1e-3, atol=1e-3)
-    return verdict(hint, "probe_error measures how well a straight line reads the angle off the "
-                   "features, on examples it was not fitted to.", quiet=quiet)
-
-
-def _no_bias_error(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor,
-                   test_y: torch.Tensor) -> torch.Tensor:
-    weights = torch.linalg.lstsq(train_x, train_y[:, None]).solution
-    return (test_x @ weights - test_y[:, None]).square().mean().sqrt()
+    return verdict(hint, "per_class_error reads each class's own capsule with its own probe, fitted and "
+                         "tested on separate digits.", quiet=quiet)
 
 
 def reference_orientation(images: torch.Tensor) -> torch.Tensor:
