@@ -8,35 +8,43 @@ from capsedu.course.checks._kit import STUB_HINT
 from capsedu.course.checks.efficient import (
     attention_variant,
     check_self_attention,
-    check_uniform_couplings,
-    uniform_routing,
+    check_uniform_layer,
+    uniform_layer,
 )
 from capsedu.nets.self_attention import efficient_squash, self_attention_routing
 
 pytestmark = pytest.mark.unit
 
 
-def uniform(u_hat, b):
-    return efficient_squash(torch.einsum("ij,bijd->bjd", 1 / u_hat.shape[2] + b, u_hat))
+def uniform(layer, u, weights=None, squashing=efficient_squash, couplings=None, detach=False):
+    r"""The class layer without attention, as a learner writes it; the keywords make a mistake."""
+    u_hat = layer.prediction_vectors(u)
+    prior = layer.prior.detach() if detach else layer.prior
+    c = (1 / u_hat.shape[2] + prior if weights is None else weights(u_hat, prior)).expand(u_hat.shape[:3])
+    return squashing(torch.einsum("bij,bijd->bjd", c, u_hat)), (c if couplings is None else couplings(c))
 
 
-def test_check_uniform_couplings_passes_and_names_mistakes(capsys):
-    assert check_uniform_couplings(uniform)
-    cases = {"prior is missing": lambda u, b: uniform(u, b * 0),
-             "among the inputs": lambda u, b: efficient_squash(torch.einsum("ij,bijd->bjd", 1 / u.shape[1] + b, u)),
-             "no softmax": lambda u, b: efficient_squash(torch.einsum("ij,bijd->bjd", torch.softmax(b, 1), u)),
-             "Eq. 1's squash": lambda u, b: squash(torch.einsum("ij,bijd->bjd", 1 / u.shape[2] + b, u)),
-             "class capsules v (B, J, D)": lambda u, b: uniform(u, b).norm(dim=-1),
-             "s_j = sum_i (1/J + b_ij)": lambda u, b: 2 * uniform(u, b)}
+def test_check_uniform_layer_passes_and_names_mistakes(capsys):
+    assert check_uniform_layer(uniform)
+    cases = {"prior is missing": lambda l, u: uniform(l, u, weights=lambda h, b: 0 * b + 1 / h.shape[2]),
+             "among the inputs": lambda l, u: uniform(l, u, weights=lambda h, b: 1 / h.shape[1] + b),
+             "no softmax": lambda l, u: uniform(l, u, weights=lambda h, b: torch.softmax(b, 1)),
+             "Eq. 1's squash": lambda l, u: uniform(l, u, squashing=squash),
+             "with its attention": lambda l, u: l(u),
+             "leave out the prior": lambda l, u: uniform(l, u, couplings=lambda c: torch.full_like(c, 0.25)),
+             "no gradient reached the layer's prior": lambda l, u: uniform(l, u, detach=True),
+             "carry no gradient": lambda l, u: tuple(x.detach() for x in uniform(l, u)),
+             "return (v, c)": lambda l, u: uniform(l, u)[0],
+             "class capsules v (B, J, D)": lambda l, u: (uniform(l, u)[0].norm(dim=-1), uniform(l, u)[1])}
     for fragment, wrong in cases.items():
-        result = check_uniform_couplings(wrong)
+        result = check_uniform_layer(wrong)
         assert not result and fragment in result.message, (fragment, result.message)
 
 
 def test_check_self_attention_passes_capsedus_routing_and_the_lessons_fallback():
     assert check_self_attention(self_attention_routing)
     assert check_self_attention(lambda u, b: attention_variant(u, b))
-    assert check_uniform_couplings(uniform_routing)
+    assert check_uniform_layer(uniform_layer)
 
 
 @pytest.mark.parametrize("kind, fragment", [

@@ -70,7 +70,7 @@ import torch
 
 import capsedu
 from capsedu.course.checks import yours_or_reference
-from capsedu.course.checks.efficient import check_self_attention, check_uniform_couplings, uniform_routing
+from capsedu.course.checks.efficient import check_self_attention, check_uniform_layer, uniform_layer
 from capsedu.explore.critique import coupling_spread
 from capsedu.explore.palette import COURSE_STYLE, HATCHES
 from capsedu.nets.efficient_capsnet import EfficientCapsNet
@@ -526,38 +526,41 @@ for name, c in (("self-attention (Efficient-CapsNet)", attention_c), ("dynamic r
 # $c_{ij} = 1/J$; the priors $b_{ij}$ are still added and learned, and the sum is squashed with
 # Efficient-CapsNet's squash.
 #
-# Write `uniform_capsules(u_hat, prior)`: predictions (B, I, J, D) and priors (I, J) in, the class
-# capsules (B, J, D) out. The cell after the check trains both networks with three seeds each
-# (five more runs as long as `model`'s above) and compares them on the same test digits. Predict
-# first: should a network that cannot route lose much, here?
+# Write `uniform_class_layer(layer, u)`: the class layer `layer` of an Efficient-CapsNet
+# (`model.class_caps`) run on primary capsules `u` (B, I, D_in), with its attention switched off.
+# Everything the layer learns stays: its predictions (`layer.prediction_vectors`) and its priors
+# (`layer.prior`, (I, J)). Return `(v, c)` as the layer itself does: the class capsules (B, J, D)
+# and the couplings (B, I, J) your sum used. The network will train with your function, so its
+# weights and priors must receive their gradients through it. The cell after the check trains both
+# networks with three seeds each (five more runs as long as `model`'s above) and compares them on
+# the same test digits. Predict first: should a network that cannot route lose much, here?
 
 # %% jupyter={"source_hidden": true} tags=["hide-input"]
-def uniform_capsules(u_hat: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
-    """Class capsules (B, J, D) with couplings 1/J + prior instead of the attention's."""
+def uniform_class_layer(layer: torch.nn.Module, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The class layer's capsules (B, J, D) and couplings (B, I, J), its attention switched off."""
     ### BEGIN SOLUTION
-    weights = 1 / u_hat.shape[2] + prior  # (I, J)
-    return efficient_squash(torch.einsum("ij,bijd->bjd", weights, u_hat))  # (B, J, D)
+    u_hat = layer.prediction_vectors(u)  # (B, I, J, D)
+    c = (1 / u_hat.shape[2] + layer.prior).expand(u_hat.shape[:3])  # (B, I, J): 1/J + b_ij, no attention
+    return efficient_squash(torch.einsum("bij,bijd->bjd", c, u_hat)), c  # (B, J, D), (B, I, J)
     ### END SOLUTION
 
 
 # %% tags=["nbval-check-output"]
-_ = check_uniform_couplings(uniform_capsules)
+_ = check_uniform_layer(uniform_class_layer)
 
 # %%
-uniform = yours_or_reference(check_uniform_couplings, uniform_capsules, uniform_routing, name="uniform_capsules")
+uniform = yours_or_reference(check_uniform_layer, uniform_class_layer, uniform_layer, name="uniform_class_layer")
 
 
 class UniformCouplings(torch.nn.Module):
-    """Efficient-CapsNet's class layer with the attention switched off: couplings 1/J, W and priors learned."""
+    """Efficient-CapsNet's class layer with the attention switched off, as your function computes it."""
 
     def __init__(self, layer: torch.nn.Module) -> None:
         super().__init__()
         self.layer = layer  # the SelfAttentionCaps whose W and prior it trains
 
     def forward(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        u_hat = self.layer.prediction_vectors(u)  # (B, I, J, D)
-        c = u_hat.new_full(u_hat.shape[:3], 1 / u_hat.shape[2])  # (B, I, J)
-        return uniform(u_hat, self.layer.prior), c  # (B, J, D), (B, I, J)
+        return uniform(self.layer, u)  # (B, J, D), (B, I, J)
 
 
 def uniform_network(seeded_recipe):

@@ -1,8 +1,9 @@
 r"""Checks for lesson 12 (Efficient-CapsNet): self-attention routing and its class layer with the
 attention switched off.
 
-:func:`uniform_routing` is the class layer with uniform couplings: what the lesson trains with
-when the learner's version does not pass its check yet.
+:func:`uniform_layer` is the class layer with uniform couplings: what the lesson trains with when
+the learner's version does not pass its check yet. Its check also asks for the gradients of the
+layer's W and prior: the network trains with it.
 
 Each check runs the learner's function on seeded inputs, compares it with the right answer,
 and when it differs recomputes the step with the likely mistakes to name the one that was made.
@@ -12,6 +13,7 @@ Shape legend (the lesson's layout):
     I      input capsules
     J      output capsules
     D      capsule dimension
+    D_in   primary capsule dimension
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 from collections.abc import Callable
 
 import torch
+from torch import nn
 
 from capsedu.course.checks._kit import (
     CheckResult,
@@ -31,6 +34,7 @@ from capsedu.course.checks._kit import (
     shape_of,
     verdict,
 )
+from capsedu.nets.efficient_capsnet import SelfAttentionCaps
 from capsedu.nets.self_attention import efficient_squash
 from capsedu.nets.squash import squash
 
@@ -105,12 +109,6 @@ def check_self_attention(fn: Callable[[torch.Tensor, torch.Tensor], object], *,
                    quiet=quiet)
 
 
-def uniform_routing(u_hat: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
-    r"""Efficient-CapsNet's class capsules (B, J, D) from predictions ``u_hat`` (B, I, J, D) with every
-    coupling 1/J and the learned ``prior`` (I, J) added: self-attention routing switched off."""
-    return uniform_variant(u_hat, prior)
-
-
 def uniform_variant(u_hat: torch.Tensor, prior: torch.Tensor, *, kind: str = "right") -> torch.Tensor:
     r"""Class capsules (B, J, D) with every coupling 1/J plus the learned ``prior`` (I, J), the
     paper's :math:`b_{ij}`, as Efficient-CapsNet's class layer would compute them without
@@ -139,20 +137,73 @@ _UNIFORM_MISTAKES = [
 ]
 
 
-def check_uniform_couplings(fn: Callable[[torch.Tensor, torch.Tensor], object], *,
-                            quiet: bool = False) -> CheckResult:
-    r"""Check ``fn(u_hat (B, I, J, D), prior (I, J)) -> (B, J, D)``: Efficient-CapsNet's class
-    capsules with the attention replaced by uniform couplings 1/J (the prior b_ij still added)."""
-    generator = torch.Generator().manual_seed(23)
-    u_hat = torch.randn(2, 6, 4, 5, generator=generator, dtype=torch.float64)  # (B, I, J, D)
-    prior = 0.1 * torch.randn(6, 4, generator=generator, dtype=torch.float64)  # (I, J)
-    result, hint = call_learner(fn, u_hat.clone(), prior.clone(), what="your uniform_capsules")
-    mistakes = [(lambda kind=kind: uniform_variant(u_hat, prior, kind=kind), text) for kind, text in _UNIFORM_MISTAKES]
-    hint = hint or diagnose(result, uniform_variant(u_hat, prior), mistakes,
-                            other("values",
-                                  "s_j = sum_i (1/J + b_ij) u_hat_{j|i}, v_j = efficient_squash(s_j)"),
-                            what="class capsules v (B, J, D)", atol=1e-7)
-    return verdict(hint, "uniform_capsules: the same class layer with the attention switched off.",
-                   quiet=quiet)
+def uniform_layer(layer: nn.Module, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Efficient-CapsNet's class ``layer`` (:class:`~capsedu.nets.efficient_capsnet.SelfAttentionCaps`)
+    with its attention switched off: primary capsules u (B, I, D_in) -> class capsules v (B, J, D)
+    and couplings c (B, I, J), every one 1/J plus the learned prior b_ij."""
+    u_hat = layer.prediction_vectors(u)  # (B, I, J, D)
+    c = (1 / u_hat.shape[2] + layer.prior).expand(u_hat.shape[:3])  # (B, I, J)
+    return uniform_variant(u_hat, layer.prior), c
 
 
+def _probe_layer() -> tuple[nn.Module, torch.Tensor]:
+    r"""A small class layer (6 inputs of 3 dimensions, 4 classes of 5) with seeded weights and prior,
+    and primary capsules u (2, 6, 3), in float32 as in the network; the learner's random state is
+    left alone."""
+    generator = torch.Generator().manual_seed(29)
+    with torch.random.fork_rng(devices=[]):
+        layer = SelfAttentionCaps(6, 3, 4, 5)
+    with torch.no_grad():
+        for parameter in layer.parameters():
+            parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator))
+    return layer, torch.randn(2, 6, 3, generator=generator)
+
+
+def _uniform_layer_hint(result: object, layer: nn.Module, u: torch.Tensor) -> str:
+    if not (isinstance(result, tuple) and len(result) == 2):
+        return other("type", f"return (v, c), the class capsules and the couplings, got {type(result).__name__}")
+    with torch.no_grad():
+        u_hat = layer.prediction_vectors(u)  # (B, I, J, D)
+        v, c = uniform_layer(layer, u)
+    mistakes = [(lambda kind=kind: uniform_variant(u_hat, layer.prior, kind=kind), text)
+                for kind, text in _UNIFORM_MISTAKES]
+    attention = (lambda: layer(u)[0], mistake("attention-left-on", "those are the layer's own capsules, "
+                                              "with its attention: compute the couplings yourself, 1/J + b_ij"))
+    hint = diagnose(result[0], v, [*mistakes, attention],
+                    other("values", "v differs: s_j = sum_i c_ij u_hat_{j|i} with c_ij = 1/J + b_ij, "
+                                    "squashed as Efficient-CapsNet squashes"), what="class capsules v (B, J, D)",
+                    rtol=1e-4, atol=1e-6)
+    return hint or diagnose(result[1], c.detach(), [(lambda: torch.full_like(c, 1 / c.shape[2]), mistake(
+        "couplings-without-prior", "the couplings you return leave out the prior: they are 1/J + b_ij, the "
+                                   "weights your sum used"))],
+        other("values", "c differs from 1/J + b_ij for every image"), what="couplings c (B, I, J)", atol=1e-6)
+
+
+def _gradient_hint(result: tuple, layer: nn.Module, u: torch.Tensor) -> str:
+    r"""The network trains with this layer: W and the prior must get the reference's gradients."""
+    if not result[0].requires_grad:
+        return mistake("no-gradient", "your capsules carry no gradient: the network could not learn W or the "
+                                      "prior through them (torch.no_grad() or .detach()?)")
+    layer.zero_grad()
+    result[0].square().sum().backward()
+    mine = {name: parameter.grad for name, parameter in layer.named_parameters()}
+    layer.zero_grad()
+    uniform_layer(layer, u)[0].square().sum().backward()
+    for name, parameter in layer.named_parameters():
+        if mine[name] is None or not bool(mine[name].abs().sum() > 0):
+            return mistake("parameter-without-gradient", f"no gradient reached the layer's {name}: the network "
+                                                         "learns it while training, so it must enter your sum "
+                                                         "as a tensor that tracks gradients")
+        if not close(mine[name], parameter.grad, rtol=1e-4, atol=1e-6):
+            return other("gradient", f"the gradient for the layer's {name} differs from the reference's")
+    return ""
+
+
+def check_uniform_layer(fn: Callable[[nn.Module, torch.Tensor], object], *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(layer, u) -> (v, c)``: Efficient-CapsNet's class layer with its attention switched off
+    (every coupling 1/J plus the learned prior), values and gradients for W and the prior."""
+    layer, u = _probe_layer()
+    result, hint = call_learner(fn, layer, u.clone(), what="your uniform_class_layer")
+    hint = hint or _uniform_layer_hint(result, layer, u) or _gradient_hint(result, layer, u)
+    return verdict(hint, "uniform_class_layer: the same class layer with the attention switched off; W and the "
+                         "prior get their gradients.", quiet=quiet)
