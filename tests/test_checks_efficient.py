@@ -20,8 +20,9 @@ def uniform(layer, u, weights=None, squashing=efficient_squash, couplings=None, 
     r"""The class layer without attention, as a learner writes it; the keywords make a mistake."""
     u_hat = layer.prediction_vectors(u)
     prior = layer.prior.detach() if detach else layer.prior
-    c = (1 / u_hat.shape[2] + prior if weights is None else weights(u_hat, prior)).expand(u_hat.shape[:3])
-    return squashing(torch.einsum("bij,bijd->bjd", c, u_hat)), (c if couplings is None else couplings(c))
+    c = torch.full(u_hat.shape[:3], 1 / u_hat.shape[2])  # (B, I, J)
+    w = c + prior if weights is None else weights(u_hat, prior).expand(u_hat.shape[:3])
+    return squashing(torch.einsum("bij,bijd->bjd", w, u_hat)), (c if couplings is None else couplings(c, prior))
 
 
 def test_check_uniform_layer_passes_and_names_mistakes(capsys):
@@ -31,7 +32,7 @@ def test_check_uniform_layer_passes_and_names_mistakes(capsys):
              "no softmax": lambda l, u: uniform(l, u, weights=lambda h, b: torch.softmax(b, 1)),
              "Eq. 1's squash": lambda l, u: uniform(l, u, squashing=squash),
              "with its attention": lambda l, u: l(u),
-             "leave out the prior": lambda l, u: uniform(l, u, couplings=lambda c: torch.full_like(c, 0.25)),
+             "include the prior": lambda l, u: uniform(l, u, couplings=lambda c, b: c + b),
              "no gradient reached the layer's prior": lambda l, u: uniform(l, u, detach=True),
              "carry no gradient": lambda l, u: tuple(x.detach() for x in uniform(l, u)),
              "return (v, c)": lambda l, u: uniform(l, u)[0],

@@ -252,3 +252,14 @@ def test_the_class_layer_trace_routes_as_the_network_does():
     raw = em_trace(votes, activations, model.class_caps.beta_u.detach(), model.class_caps.beta_a.detach(),
                    2, model.config.inverse_temperature)
     assert not torch.allclose(raw[1].a, own, atol=1e-3)  # the raw parameter is not the beta routing uses
+
+
+def test_a_loop_that_finds_its_last_iteration_by_value_fails_on_a_constant_schedule(capsys):
+    def by_value(votes, a_in, beta_u, beta_a, schedule):
+        R = votes.new_full(votes.shape[:3], 1.0 / votes.shape[2])
+        for lam in schedule:
+            mu, sigma_sq, a_out = em_m_step(R, a_in, votes, beta_u, beta_a, lam)
+            if lam != schedule[-1]:
+                R = em_e_step(votes, mu, sigma_sq, a_out)
+        return mu, a_out, R
+    assert not check_scheduled_routing(by_value)

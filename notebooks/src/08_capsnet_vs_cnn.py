@@ -877,7 +877,7 @@ print(f"CNN minus all capsules, split by split: {gap.mean():+.1f}° ± {gap.std(
 # and the digits held out. Fit one probe (`read_angle`) per class, on the pose of the class's own
 # capsule (the capsule of the digit's label) for that class's digits among `fit`. Test it on the
 # class's digits among `held`. Return the root-mean-square error, in degrees, over all the
-# held-out digits together. Leave out a class with no digit on either side. Before running the
+# held-out digits together. Leave out a class with no digit to fit on, or none held out. Before running the
 # cell after the check, predict: will ten probes, each reading only its class's 16-D capsule (17
 # weights each, 170 in all), read the angle better or worse than the one shared probe?
 

@@ -622,7 +622,8 @@ print(capsedu.compare_paired("2 iterations", right[2], "3 iterations", right[3])
 # Write `scheduled_em_routing(votes, a_in, beta_u, beta_a, schedule)`: Procedure 1, as
 # `my_em_routing` of Build it runs it, with one iteration per entry of `schedule` and that entry
 # as the inverse temperature of the iteration's M-step. Use the lesson's `m_step` and `e_step`
-# (yours, once they pass). Return `(mu, a_out, R)` as `my_em_routing` does.
+# (yours, once they pass). Return `(mu, a_out, R)` as `my_em_routing` does. It is a small change to
+# Build it's loop, and `em_routing` accepts a schedule too; the point is to see where λ_t enters.
 #
 # The cell after the check routes 200 toys from `toy_votes` with it ($\beta_u = \beta_a = 0$,
 # 5 iterations). It routes each toy twice: with a constant λ, and with a λ that doubles every

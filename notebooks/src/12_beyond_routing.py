@@ -530,7 +530,7 @@ for name, c in (("self-attention (Efficient-CapsNet)", attention_c), ("dynamic r
 # (`model.class_caps`) run on primary capsules `u` (B, I, D_in), with its attention switched off.
 # Everything the layer learns stays: its predictions (`layer.prediction_vectors`) and its priors
 # (`layer.prior`, (I, J)). Return `(v, c)` as the layer itself does: the class capsules (B, J, D)
-# and the couplings (B, I, J) your sum used. The network will train with your function, so its
+# and the couplings (B, I, J), without the priors. The network will train with your function, so its
 # weights and priors must receive their gradients through it. The cell after the check trains both
 # networks with three seeds each (five more runs as long as `model`'s above) and compares them on
 # the same test digits. Predict first: should a network that cannot route lose much, here?
@@ -540,8 +540,9 @@ def uniform_class_layer(layer: torch.nn.Module, u: torch.Tensor) -> tuple[torch.
     """The class layer's capsules (B, J, D) and couplings (B, I, J), its attention switched off."""
     ### BEGIN SOLUTION
     u_hat = layer.prediction_vectors(u)  # (B, I, J, D)
-    c = (1 / u_hat.shape[2] + layer.prior).expand(u_hat.shape[:3])  # (B, I, J): 1/J + b_ij, no attention
-    return efficient_squash(torch.einsum("bij,bijd->bjd", c, u_hat)), c  # (B, J, D), (B, I, J)
+    c = u_hat.new_full(u_hat.shape[:3], 1 / u_hat.shape[2])  # (B, I, J): no attention, 1/J each
+    s = torch.einsum("bij,bijd->bjd", c + layer.prior, u_hat)  # (B, J, D): the priors still added
+    return efficient_squash(s), c  # (B, J, D), (B, I, J)
     ### END SOLUTION
 
 

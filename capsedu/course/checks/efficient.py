@@ -140,9 +140,10 @@ _UNIFORM_MISTAKES = [
 def uniform_layer(layer: nn.Module, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Efficient-CapsNet's class ``layer`` (:class:`~capsedu.nets.efficient_capsnet.SelfAttentionCaps`)
     with its attention switched off: primary capsules u (B, I, D_in) -> class capsules v (B, J, D)
-    and couplings c (B, I, J), every one 1/J plus the learned prior b_ij."""
+    and couplings c (B, I, J), every one 1/J; the learned prior b_ij is added to them in the sum and,
+    as the layer's own couplings, c is returned without it."""
     u_hat = layer.prediction_vectors(u)  # (B, I, J, D)
-    c = (1 / u_hat.shape[2] + layer.prior).expand(u_hat.shape[:3])  # (B, I, J)
+    c = u_hat.new_full(u_hat.shape[:3], 1 / u_hat.shape[2])  # (B, I, J)
     return uniform_variant(u_hat, layer.prior), c
 
 
@@ -168,15 +169,16 @@ def _uniform_layer_hint(result: object, layer: nn.Module, u: torch.Tensor) -> st
     mistakes = [(lambda kind=kind: uniform_variant(u_hat, layer.prior, kind=kind), text)
                 for kind, text in _UNIFORM_MISTAKES]
     attention = (lambda: layer(u)[0], mistake("attention-left-on", "those are the layer's own capsules, "
-                                              "with its attention: compute the couplings yourself, 1/J + b_ij"))
+                                              "with its attention: every coupling is 1/J, and the sum adds b_ij"))
     hint = diagnose(result[0], v, [*mistakes, attention],
-                    other("values", "v differs: s_j = sum_i c_ij u_hat_{j|i} with c_ij = 1/J + b_ij, "
-                                    "squashed as Efficient-CapsNet squashes"), what="class capsules v (B, J, D)",
+                    other("values", "v differs: each class sums its predictions weighted by coupling plus "
+                                    "prior, then Efficient-CapsNet's squash"), what="class capsules v (B, J, D)",
                     rtol=1e-4, atol=1e-6)
-    return hint or diagnose(result[1], c.detach(), [(lambda: torch.full_like(c, 1 / c.shape[2]), mistake(
-        "couplings-without-prior", "the couplings you return leave out the prior: they are 1/J + b_ij, the "
-                                   "weights your sum used"))],
-        other("values", "c differs from 1/J + b_ij for every image"), what="couplings c (B, I, J)", atol=1e-6)
+    with_prior = (1 / c.shape[2] + layer.prior).expand(c.shape).detach()  # (B, I, J)
+    return hint or diagnose(result[1], c, [(lambda: with_prior, mistake(
+        "couplings-with-prior", "the couplings you return include the prior: like the layer's own c, they are "
+                                "1/J each; b_ij is added to them only in the sum"))],
+        other("values", "c differs from 1/J for every image and pair"), what="couplings c (B, I, J)", atol=1e-6)
 
 
 def _gradient_hint(result: tuple, layer: nn.Module, u: torch.Tensor) -> str:

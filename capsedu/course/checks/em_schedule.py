@@ -4,7 +4,7 @@ The learner writes Procedure 1 of the 2018 paper with one iteration per entry of
 M-step of iteration t uses λ_t = ``schedule[t]``, the E-step follows every M-step but the last,
 and R starts at 1/J. The check compares ``(mu, a_out, R)`` with the same loop built from
 ``capsedu``'s steps (:func:`~capsedu.course.checks.em.em_m_step`, :func:`~capsedu.course.checks.em.em_e_step`)
-on seeded problems with schedules of 1, 3 and 4 iterations, and when they differ recomputes the
+on seeded problems with schedules of 1, 3 and 4 iterations (one of them constant), and when they differ recomputes the
 loop with the likely slips - one λ for every iteration, the schedule reversed or shifted by one,
 an E-step after the last M-step, R starting at 1/I, a fixed number of iterations - to name the
 one that was made.
@@ -81,7 +81,8 @@ def _same(result: object, expected: tuple) -> bool:
 def check_scheduled_routing(fn: Callable, *, quiet: bool = False) -> CheckResult:
     r"""``fn(votes, activations, beta_u, beta_a, schedule)`` must return Procedure 1's ``(mu, a_out, R)``
     with one iteration per λ of ``schedule``."""
-    cases = [(_problem(3), [0.1, 0.4, 1.6]), (_problem(4), [0.5]), (_problem(5), [1.0, 0.05, 0.3, 2.0])]
+    cases = [(_problem(3), [0.1, 0.4, 1.6]), (_problem(4), [0.5]), (_problem(5), [1.0, 0.05, 0.3, 2.0]),
+             (_problem(6), [0.3, 0.3, 0.3])]  # a constant schedule: the last iteration is found by position
     results, hint = [], ""
     for p, schedule in cases:
         args = (p["votes"], p["activations"], p["beta_u"], p["beta_a"])
