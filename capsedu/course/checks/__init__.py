@@ -10,6 +10,7 @@ raises on a bad argument elsewhere in the package is a ``require_*``.
 * ``_kit`` - the vocabulary the checks share (hints, stubs, the learner's tensor, grading mode, and
   :func:`yours_or_reference`: after a Build-it check, the learner's function or ``capsedu``'s)
 * ``_probe`` - a tiny seeded CapsNet to probe the learner's code with
+* ``_assembly_stages`` - the stages lesson 06's assembly check compares, one hint per stage
 * ``start`` - lesson 00: agreement of parts (the spread of their predictions, a threshold)
 * ``squash`` - lesson 01: the squashing non-linearity, the input length for a length, votes needed
 * ``primary`` - lesson 02: the capsule reshape (type-major), the grid size, length and turn
