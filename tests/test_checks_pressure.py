@@ -164,3 +164,26 @@ def test_check_vote_scores_passes_the_uniform_couplings_and_hints_a_stub():
         raise NotImplementedError("write it")
     result = check_vote_scores(stub)
     assert not result and STUB_HINT in result.message
+
+
+def test_check_pre_squash_passes_the_lengths_before_the_squash_and_names_mistakes(capsys):
+    from capsedu.course.checks.pressure import check_pre_squash, reference_pre_squash
+
+    assert check_pre_squash(reference_pre_squash)
+
+    def votes_of(model, images):
+        return model.class_caps.prediction_vectors(model.encode(images))
+
+    def in_place(model, images):
+        images.data.mul_(0.5)  # past autograd's guard on a leaf that requires grad
+        return reference_pre_squash(model, images)
+
+    cases = {"after the squash": lambda m, x: m.class_scores(x),
+             "couplings routing starts with": lambda m, x: (votes_of(m, x).sum(dim=1) / 10).norm(dim=-1),
+             "weigh each vote by its coupling": lambda m, x: votes_of(m, x).sum(dim=1).norm(dim=-1),
+             "carry no gradient": lambda m, x: reference_pre_squash(m, x).detach(),
+             "changed the images in place": in_place,
+             "one length per image and class": lambda m, x: reference_pre_squash(m, x).sum(dim=1)}
+    for fragment, wrong in cases.items():
+        result = check_pre_squash(wrong)
+        assert not result and fragment in result.message, (fragment, result.message)

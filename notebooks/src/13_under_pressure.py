@@ -70,7 +70,7 @@ import torch.nn.functional as F
 
 import capsedu
 from capsedu.course.checks import yours_or_reference
-from capsedu.course.checks.pressure import check_fgsm, check_margin_fgsm, check_vote_scores
+from capsedu.course.checks.pressure import check_fgsm, check_margin_fgsm, check_pre_squash, check_vote_scores
 from capsedu.course.pieces import your_network_or_shipped
 from capsedu.data.fashion_mnist import CLASSES
 from capsedu.explore.adaptive import full_routing_gradient
@@ -1143,6 +1143,65 @@ else:
 # well. It leaves it 28.3 % of these digits against 32.0 % for PGD through the true gradient, a
 # tie on 300 digits (8 against 19); on the study's 1,000 MNIST digits it was stronger at ε = 0.1
 # and weaker at ε = 0.05.
+#
+# ### Exercise 3: the view before the squash
+#
+# Every attack on the CapsNet above climbs a loss of its class capsules' lengths $\lVert\mathbf
+# v_j\rVert$. The squash (lesson 01) flattens as a capsule grows, and this network's true capsules
+# sit near the top of its curve. The EM network was attacked through its logits before the
+# sigmoid for that reason; the lengths before the squash, $\lVert\mathbf s_j\rVert$ of routing's
+# last iteration, are the CapsNet's view without the flattening.
+#
+# Write `pre_squash_lengths(model, images)`: for a CapsNet `model`, the lengths
+# $\lVert\mathbf s_j\rVert$ (B, J) of its class capsules before the last squash. The votes
+# $\hat{\mathbf u}_{j|i}$ are `model.class_caps.prediction_vectors(model.encode(images))`, and
+# `model(images, return_couplings=True).couplings` (B, I, J) are the couplings routing ends with.
+# Keep the gradient to the images. Before you run the cell after the check, predict: for the
+# true class of these digits, how many times larger is the gradient of $\lVert\mathbf s_j\rVert$
+# than that of $\lVert\mathbf v_j\rVert$?
+
+# %% jupyter={"source_hidden": true} tags=["hide-input"]
+def pre_squash_lengths(model, images):
+    """Class capsule lengths before the last squash, (B, J), with their gradient to the images."""
+    ### BEGIN SOLUTION
+    u_hat = model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
+    c = model(images, return_couplings=True).couplings  # (B, I, J): routing's last couplings
+    return torch.einsum("bij,bijd->bjd", c, u_hat).norm(dim=-1)  # (B, J)
+    ### END SOLUTION
+
+
+# %% tags=["nbval-check-output"]
+squash_result = check_pre_squash(pre_squash_lengths)
+
+# %%
+if squash_result:
+    x = few.images.clone().requires_grad_(True)  # (N, C, H, W)
+    pick = few.labels[:, None]  # (N, 1) the true class
+    s_true = pre_squash_lengths(capsnet, x).gather(1, pick).squeeze(1)  # (N,)
+    v_true = capsnet.class_scores(x).gather(1, pick).squeeze(1)  # (N,)
+    (grad_s,) = torch.autograd.grad(s_true.sum(), x)  # (N, C, H, W)
+    (grad_v,) = torch.autograd.grad(v_true.sum(), x)
+    ratio = grad_s.flatten(1).norm(dim=1) / grad_v.flatten(1).norm(dim=1)  # (N,)
+    s = s_true.detach()
+    slope = 2 * s / (1 + s ** 2) ** 2  # (N,) d|v|/d|s| of Eq. 1 at each digit's |s|
+    print(f"{len(few)} test digits, true class: median |v| {float(v_true.detach().median()):.3f}, median |s| "
+          f"{float(s.median()):.2f}")
+    print(f"gradient of |s| over gradient of |v|: median {float(ratio.median()):.0f} times, from "
+          f"{float(ratio.min()):.0f} to {float(ratio.max()):.0f}")
+    print(f"1 / the squash's slope at each |s|: median {float((1 / slope).median()):.0f}; largest relative "
+          f"difference from the ratio {float((ratio * slope - 1).abs().max()):.1e}")
+else:
+    print("→ this cell runs once Exercise 3 passes its check")
+
+# %% [markdown]
+# The true capsules are long, and their lengths before the squash far longer (the medians above).
+# At such a length the squash's slope is small, so the gradient of $\lVert\mathbf v_j\rVert$ is
+# that of $\lVert\mathbf s_j\rVert$ shrunk by the same factor, digit by digit: the ratio and one
+# over the slope agree to float rounding (the last line). Through the shipped network's own
+# backward pass the couplings are held, so the chain rule through the squash is the whole story
+# here. Whether the pre-squash view also makes a stronger attack is an experiment: a signed step
+# such as FGSM ignores a gradient's size, while Auto-PGD's step-size rule and a margin between
+# lengths do not. The recorded study of section 2 does not attack through this view yet.
 #
 # ## Summary
 #

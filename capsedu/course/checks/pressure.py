@@ -1,5 +1,5 @@
-r"""Checks for lesson 13 (capsules under pressure): FGSM by hand, FGSM on the margin loss, and the
-vote attack's network (every coupling 1/J).
+r"""Checks for lesson 13 (capsules under pressure): FGSM by hand, FGSM on the margin loss, the
+vote attack's network (every coupling 1/J), and the class capsules' lengths before the squash.
 
 Each check runs the learner's attack on a tiny seeded CapsNet, first for what an attack must not
 do (change the images it was given, change the network's mode, leave gradients in its weights),
@@ -187,3 +187,45 @@ def check_vote_scores(fn: Callable, *, quiet: bool = False) -> CheckResult:
                             what="class capsule lengths", atol=1e-6)
     return verdict(hint, "vote_scores squashes the votes summed with every coupling at 1/J: the network "
                    "the vote attack climbs.", quiet=quiet)
+
+
+def reference_pre_squash(model: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
+    r"""The CapsNet's class capsules' lengths before their last squash, (B, J): ``||s_j||`` of the
+    votes summed with the couplings routing ends with."""
+    u_hat = model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
+    c = model(images, return_couplings=True).couplings  # (B, I, J)
+    return torch.einsum("bij,bijd->bjd", c, u_hat).norm(dim=-1)  # (B, J)
+
+
+def check_pre_squash(fn: Callable, *, quiet: bool = False) -> CheckResult:
+    r"""Check ``fn(model, images) -> (B, J)``: the lengths ``||s_j||`` of the class capsules before
+    routing's last squash, with their gradient to the images."""
+    model = probe_capsnet(16)
+    images = torch.rand(3, 1, 28, 28, generator=torch.Generator().manual_seed(16)).requires_grad_(True)
+    before = images.detach().clone()
+    result, hint = call_learner(fn, model, images, what="your pre_squash_lengths")
+    if not hint and not torch.equal(images.detach(), before):
+        hint = mistake("changed-given-images", "your function changed the images in place")
+    if not hint and isinstance(result, torch.Tensor) and not result.requires_grad:
+        hint = mistake("lengths-without-gradient", "your lengths carry no gradient back to the images "
+                       "(torch.no_grad or .detach()?): an attack climbs their gradient")
+    if not hint:
+        with torch.no_grad():
+            u_hat = model.class_caps.prediction_vectors(model.encode(images))  # (B, I, J, D)
+            mistakes = [
+                (lambda: model.class_scores(images), mistake(
+                    "after-the-squash", "those are the lengths after the squash, ||v_j||: the view asked "
+                    "for is the one before it, the weighted sum of the votes")),
+                (lambda: (u_hat.sum(dim=1) / u_hat.shape[2]).norm(dim=-1), mistake(
+                    "uniform-couplings", "those are the couplings routing starts with, 1/J: use the ones it "
+                    "ends with, model(images, return_couplings=True).couplings")),
+                (lambda: u_hat.sum(dim=1).norm(dim=-1), mistake(
+                    "couplings-missing", "weigh each vote by its coupling c_ij before summing over the input "
+                    "capsules")),
+            ]
+            hint = diagnose(result.detach() if isinstance(result, torch.Tensor) else result,
+                            reference_pre_squash(model, images), mistakes,
+                            other("values", "the lengths differ from those of the couplings-weighted sums of "
+                                            "the votes, summed over the input capsules"),
+                            what="one length per image and class", rtol=1e-4, atol=1e-6)
+    return verdict(hint, "pre_squash_lengths reads the class capsules before routing's last squash.", quiet=quiet)
